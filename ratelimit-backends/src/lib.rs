@@ -1,0 +1,1 @@
+//! Counter stores (work in progress).

@@ -1,0 +1,1 @@
+//! Pure rate limit decision engine (work in progress).

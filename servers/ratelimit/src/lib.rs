@@ -1,0 +1,1 @@
+//! The ratelimit server shell (work in progress).
