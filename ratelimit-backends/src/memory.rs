@@ -1,6 +1,6 @@
 //! An in-process counter store: sharded maps of fixed-window counters.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -64,10 +64,8 @@ impl MemoryStore {
     }
 
     fn shard(&self, key: &str) -> &Mutex<Shard> {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
         // The high bits: hashbrown uses the low ones inside each map.
-        &self.shards[(h.finish() >> 58) as usize % SHARDS]
+        &self.shards[(self.hasher.hash_one(key) >> 58) as usize % SHARDS]
     }
 
     /// Adds `hits` to `key` and returns the new value; synchronous core of the store.
