@@ -9,11 +9,15 @@
 //! server on `127.0.0.1:0`.
 #![forbid(unsafe_code)]
 
+pub mod convert;
 pub mod files;
+pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod log;
+pub mod pb;
 pub mod settings;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -44,6 +48,8 @@ pub struct Listeners {
     pub http: TcpListener,
     /// The debug port.
     pub debug: TcpListener,
+    /// The gRPC port, with its TLS configuration when enabled.
+    pub grpc: Option<(grpc::GrpcListener, Option<tls::SharedConfig>)>,
 }
 
 /// How long open connections may finish after shutdown begins.
@@ -66,13 +72,31 @@ pub async fn serve(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Ou
     let debug = tokio::spawn(http::serve_http(
         listeners.debug,
         move |req| http::debug_handler(a.clone(), req),
-        rx,
+        rx.clone(),
         timeout,
         DRAIN,
     ));
+    let grpc = listeners.grpc.map(|(listener, tls)| {
+        let ageing = grpc::Ageing {
+            max_age: app.settings.grpc_max_connection_age,
+            grace: app.settings.grpc_max_connection_age_grace,
+        };
+        tokio::spawn(grpc::serve_grpc(
+            listener,
+            grpc::routes(app.clone()),
+            tls,
+            ageing,
+            rx.clone(),
+            DRAIN,
+        ))
+    });
     shutdown.await;
+    // Unhealthy first, so that load balancers stop sending before the listeners close.
     app.health.fail_sigterm();
     let _ = tx.send(true);
     let _ = main.await;
     let _ = debug.await;
+    if let Some(g) = grpc {
+        let _ = g.await;
+    }
 }

@@ -2,11 +2,14 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ratelimit_backends::{MemoryStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
+use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
 use ratelimit_server::settings::{BackendType, ConfigType};
+use ratelimit_server::tls::{self, TlsFiles};
 use ratelimit_server::{App, Health, Listeners, Settings, files, serve};
 use tokio::net::TcpListener;
 
@@ -84,11 +87,45 @@ async fn run(settings: Settings) -> Result<(), String> {
         &format!("loaded {} rule file(s), {domains} domain(s)", files.len()),
     );
 
+    let tls = if settings.grpc_server_use_tls {
+        if settings.grpc_server_tls_cert.is_empty() || settings.grpc_server_tls_key.is_empty() {
+            return Err(
+                "GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"
+                    .into(),
+            );
+        }
+        let files = TlsFiles {
+            cert: settings.grpc_server_tls_cert.clone().into(),
+            key: settings.grpc_server_tls_key.clone().into(),
+            client_ca: (!settings.grpc_client_tls_cacert.is_empty())
+                .then(|| settings.grpc_client_tls_cacert.clone().into()),
+            client_san: (!settings.grpc_client_tls_san.is_empty())
+                .then(|| settings.grpc_client_tls_san.clone()),
+        };
+        Some(
+            tls::load_and_watch(files, Duration::from_secs(1))
+                .map_err(|e| format!("gRPC TLS: {e}"))?,
+        )
+    } else {
+        None
+    };
+
     let http = bind(&settings.host, settings.port).await?;
     let debug = bind(&settings.debug_host, settings.debug_port).await?;
+    let (grpc, grpc_addr) = if settings.grpc_uds.is_empty() {
+        let l = bind(&settings.grpc_host, settings.grpc_port).await?;
+        let addr = l.local_addr().map_err(|e| e.to_string())?.to_string();
+        (GrpcListener::Tcp(l), addr)
+    } else {
+        // A socket file left by a previous run would make bind fail.
+        let _ = std::fs::remove_file(&settings.grpc_uds);
+        let l = tokio::net::UnixListener::bind(&settings.grpc_uds)
+            .map_err(|e| format!("cannot listen on unix socket {}: {e}", settings.grpc_uds))?;
+        (GrpcListener::Unix(l), format!("unix:{}", settings.grpc_uds))
+    };
     // Tests and operators read the bound addresses from this line (ports may be 0).
     eprintln!(
-        "ratelimit: listening http={} debug={}",
+        "ratelimit: listening http={} debug={} grpc={grpc_addr}",
         http.local_addr().map_err(|e| e.to_string())?,
         debug.local_addr().map_err(|e| e.to_string())?
     );
@@ -97,7 +134,16 @@ async fn run(settings: Settings) -> Result<(), String> {
         health,
         settings,
     });
-    serve(app, Listeners { http, debug }, shutdown_signal()).await;
+    serve(
+        app,
+        Listeners {
+            http,
+            debug,
+            grpc: Some((grpc, tls)),
+        },
+        shutdown_signal(),
+    )
+    .await;
     log::log(Level::Info, "stopped");
     Ok(())
 }

@@ -72,6 +72,20 @@ pub struct Settings {
     pub grpc_port: u16,
     /// `GRPC_UDS`
     pub grpc_uds: String,
+    /// `GRPC_SERVER_USE_TLS`
+    pub grpc_server_use_tls: bool,
+    /// `GRPC_SERVER_TLS_CERT`: certificate chain (PEM), reloaded when it changes.
+    pub grpc_server_tls_cert: String,
+    /// `GRPC_SERVER_TLS_KEY`: private key (PEM), reloaded when it changes.
+    pub grpc_server_tls_key: String,
+    /// `GRPC_CLIENT_TLS_CACERT`: CA for client certificates; set means mutual TLS.
+    pub grpc_client_tls_cacert: String,
+    /// `GRPC_CLIENT_TLS_SAN`: DNS name a client certificate must carry.
+    pub grpc_client_tls_san: String,
+    /// `GRPC_MAX_CONNECTION_AGE` (24h): connections are asked to go away after this, +/-10%.
+    pub grpc_max_connection_age: Duration,
+    /// `GRPC_MAX_CONNECTION_AGE_GRACE` (1h): then closed this much later.
+    pub grpc_max_connection_age_grace: Duration,
     /// `DEBUG_HOST`
     pub debug_host: String,
     /// `DEBUG_PORT`
@@ -283,6 +297,15 @@ impl Settings {
             grpc_host: env.string("GRPC_HOST", "0.0.0.0"),
             grpc_port: env.number("GRPC_PORT", 8081, "a port number")?,
             grpc_uds: env.string("GRPC_UDS", ""),
+            grpc_server_use_tls: env.boolean("GRPC_SERVER_USE_TLS", false)?,
+            grpc_server_tls_cert: env.string("GRPC_SERVER_TLS_CERT", ""),
+            grpc_server_tls_key: env.string("GRPC_SERVER_TLS_KEY", ""),
+            grpc_client_tls_cacert: env.string("GRPC_CLIENT_TLS_CACERT", ""),
+            grpc_client_tls_san: env.string("GRPC_CLIENT_TLS_SAN", ""),
+            grpc_max_connection_age: env
+                .duration("GRPC_MAX_CONNECTION_AGE", Duration::from_secs(24 * 3600))?,
+            grpc_max_connection_age_grace: env
+                .duration("GRPC_MAX_CONNECTION_AGE_GRACE", Duration::from_secs(3600))?,
             debug_host: env.string("DEBUG_HOST", "0.0.0.0"),
             debug_port: env.number("DEBUG_PORT", 6070, "a port number")?,
             backend_type,

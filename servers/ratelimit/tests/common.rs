@@ -13,6 +13,8 @@ pub struct Server {
     pub child: Child,
     pub http: SocketAddr,
     pub debug: SocketAddr,
+    /// `host:port`, or `unix:/path`.
+    pub grpc: String,
     pub dir: PathBuf,
     pub stderr: mpsc::Receiver<String>,
 }
@@ -44,6 +46,8 @@ pub fn command(dir: &std::path::Path, env: &[(&str, &str)]) -> Command {
         .env("PORT", "0")
         .env("DEBUG_HOST", "127.0.0.1")
         .env("DEBUG_PORT", "0")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", "0")
         .env("BACKEND_TYPE", "memory")
         .env("RUNTIME_ROOT", dir)
         .env("LOG_LEVEL", "info");
@@ -58,7 +62,11 @@ pub fn command(dir: &std::path::Path, env: &[(&str, &str)]) -> Command {
 
 /// Starts the server with `rules` written as files under `config/`.
 pub fn start(rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
-    let dir = temp_dir("srv");
+    start_in(temp_dir("srv"), rules, env)
+}
+
+/// Like [`start`], in a directory the caller prepared (e.g. with TLS files).
+pub fn start_in(dir: PathBuf, rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
     for (name, text) in rules {
         std::fs::write(dir.join("config").join(name), text).unwrap();
     }
@@ -85,7 +93,11 @@ pub fn start(rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
         if let Some(rest) = line.strip_prefix("ratelimit: listening ") {
             let mut http = None;
             let mut debug = None;
+            let mut grpc = String::new();
             for part in rest.split_whitespace() {
+                if let Some(a) = part.strip_prefix("grpc=") {
+                    grpc = a.to_owned();
+                }
                 if let Some(a) = part.strip_prefix("http=") {
                     http = a.parse().ok();
                 }
@@ -97,6 +109,7 @@ pub fn start(rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
                 child,
                 http: http.unwrap(),
                 debug: debug.unwrap(),
+                grpc,
                 dir,
                 stderr: rx,
             };
