@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs, once. Each area of the project owns a
 # file in scripts/deps.d/ that calls `need_apt PACKAGE...` or installs its own tools.
+# Sourced by scripts/test.sh (from the repository root) or run on its own.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 APT_UPDATED=0
 need_apt() {

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# 1. System and language packages the tests need (each area owns one file).
-bash scripts/deps.sh
+# 1. System and language packages the tests need (each area owns one file). Sourced, so
+#    that the locations they export (e.g. ENVOY_BIN) reach the tests.
+source scripts/deps.sh
 
 # 2. Every Rust test in the workspace: unit, integration (real binaries on loopback), doc tests.
 cargo test --workspace --all-targets --locked

@@ -92,3 +92,41 @@ proptest! {
         prop_assert_eq!(r.statuses[0].limit_remaining, 2);
     }
 }
+
+/// A store that always fails, to check the error path.
+struct Down;
+
+#[async_trait::async_trait]
+impl ratelimit_core::CounterStore for Down {
+    async fn increment(
+        &self,
+        _now: u64,
+        _batch: &[ratelimit_core::Increment],
+        _counts: &mut [u64],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        Err(ratelimit_core::StoreError::new(
+            "redis_error",
+            "connection refused",
+        ))
+    }
+}
+
+#[test]
+fn store_failures_are_errors_counted_by_type() {
+    let stats = Arc::new(Stats::default());
+    let l = Limiter::builder(Down, ManualClock::new(0))
+        .stats(stats.clone())
+        .yaml("p.yaml", RULES)
+        .build()
+        .unwrap();
+    let e = block_on(l.should_rate_limit(&req("k", "v", None))).unwrap_err();
+    assert_eq!(e.to_string(), "connection refused");
+    assert_eq!(e.err_type(), "redis_error");
+    assert_eq!(
+        stats.snapshot()["ratelimit.service.call.should_rate_limit.redis_error"],
+        1
+    );
+    // Requests that need no store call still work while the store is down.
+    let r = block_on(l.should_rate_limit(&req("nope", "v", None))).unwrap();
+    assert_eq!(r.overall_code, Code::Ok);
+}

