@@ -1,0 +1,31 @@
+//! The body of the `gql_query` fuzz target, here so that `cargo test` replays its corpus
+//! through the same code the fuzzer runs.
+
+use std::sync::LazyLock;
+
+use crate::{Dataset, Demo, OperationPolicy, Reply, Request, Settings, StoreLimits};
+
+static DEMO: LazyLock<Demo> = LazyLock::new(|| {
+    let mut settings = Settings::default();
+    // A small store keeps a long fuzzing run from growing memory through mutations.
+    settings.store = StoreLimits {
+        max_messages: 64,
+        max_field_bytes: 256,
+    };
+    Demo::new(Dataset::builtin(), settings)
+});
+
+/// Runs fuzz input through request parsing, juniper's parser with the demo's limits,
+/// validation and execution. Input starting with `{"` is a JSON request body; anything else
+/// is a raw query document. Returns the reply, or `None` when the body is not a request.
+pub fn query(data: &[u8]) -> Option<Reply> {
+    let request = if data.starts_with(b"{\"") {
+        Request::from_json(data).ok()?
+    } else {
+        Request::from_query(String::from_utf8_lossy(data))
+    };
+    let reply = DEMO.execute(&request, OperationPolicy::All);
+    // The reply must always serialise: the server writes it out as is.
+    serde_json::to_vec(&reply.body).ok()?;
+    Some(reply)
+}
