@@ -314,7 +314,9 @@ mod tests {
                 "duplicate name",
             ),
             (
-                &format!(r#"[{{"id": "1", "name": "A", {w}, "evolutions": [{{"id": 9, "name": "Z"}}]}}]"#),
+                &format!(
+                    r#"[{{"id": "1", "name": "A", {w}, "evolutions": [{{"id": 9, "name": "Z"}}]}}]"#
+                ),
                 "unknown id",
             ),
             (

@@ -25,13 +25,13 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Default depth. The introspection query of GraphiQL and graphql-js nests 13 levels
-    /// (its `ofType` chain), so the default leaves room for it and little more.
-    pub const DEFAULT_MAX_DEPTH: usize = 15;
-    /// Default complexity: the full introspection query selects about 150 fields.
+    /// Default depth. The standard introspection query nests 18 levels (its `ofType`
+    /// chain), so the default leaves room for it and little more.
+    pub const DEFAULT_MAX_DEPTH: usize = 20;
+    /// Default complexity: the standard introspection query selects about 230 fields.
     pub const DEFAULT_MAX_COMPLEXITY: usize = 500;
-    /// Default token count: the introspection query has about 400 tokens.
-    pub const DEFAULT_MAX_TOKENS: usize = 5000;
+    /// Default token count: the standard introspection query has about 190 tokens.
+    pub const DEFAULT_MAX_TOKENS: usize = 2000;
 }
 
 impl Default for Limits {

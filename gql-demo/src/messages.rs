@@ -226,7 +226,11 @@ mod tests {
         });
         assert!(matches!(
             store.create(input("long")),
-            Err(MessageError::TooLong { field: "content", len: 4, max: 3 })
+            Err(MessageError::TooLong {
+                field: "content",
+                len: 4,
+                max: 3
+            })
         ));
         store.create(input("a")).unwrap();
         store.create(input("b")).unwrap();
@@ -241,7 +245,13 @@ mod tests {
                 let store = Arc::clone(&store);
                 thread::spawn(move || {
                     (0..200)
-                        .map(|i| store.create(input(&format!("{t}-{i}"))).unwrap().id.to_string())
+                        .map(|i| {
+                            store
+                                .create(input(&format!("{t}-{i}")))
+                                .unwrap()
+                                .id
+                                .to_string()
+                        })
                         .collect::<Vec<_>>()
                 })
             })

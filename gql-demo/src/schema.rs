@@ -46,12 +46,13 @@ impl Query {
     }
 
     /// A message stored by `createMessage`; an unknown id is an error.
-    fn get_message(context: &Context, id: ID) -> Result<Message, MessageError> {
-        context.messages.get(&id)
+    fn get_message(context: &Context, id: ID) -> Result<Option<Message>, MessageError> {
+        context.messages.get(&id).map(Some)
     }
 }
 
-/// `type Mutation`: the message example of the original demo.
+/// `type Mutation`: the message example of the original demo. Results are nullable, as in
+/// that example, so that an error leaves `null` in its field and keeps sibling fields.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mutation;
 
@@ -61,9 +62,9 @@ impl Mutation {
     fn create_message(
         context: &Context,
         input: Option<MessageInput>,
-    ) -> Result<Message, MessageError> {
+    ) -> Result<Option<Message>, MessageError> {
         let input = input.ok_or(MessageError::MissingInput("createMessage"))?;
-        context.messages.create(input)
+        context.messages.create(input).map(Some)
     }
 
     /// Replaces content and author of a stored message; an unknown id is an error.
@@ -71,9 +72,9 @@ impl Mutation {
         context: &Context,
         id: ID,
         input: Option<MessageInput>,
-    ) -> Result<Message, MessageError> {
+    ) -> Result<Option<Message>, MessageError> {
         let input = input.ok_or(MessageError::MissingInput("updateMessage"))?;
-        context.messages.update(&id, input)
+        context.messages.update(&id, input).map(Some)
     }
 }
 
