@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use juniper::{GraphQLError, InputValue, OperationType, ValidatedOperation, parser::ParseError};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use crate::{Demo, Error};
@@ -182,19 +182,71 @@ impl Status {
 }
 
 /// The answer to one request.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
     /// How it went.
     pub status: Status,
-    /// `{"data": ...}`, `{"data": ..., "errors": [...]}` or `{"errors": [...]}`.
-    pub body: Json,
+    /// JSON text: `{"data": ...}`, `{"data": ..., "errors": [...]}` or `{"errors": [...]}`.
+    /// Kept as text so that the fields of `data` stay in the order the query asked for.
+    pub body: String,
 }
 
 impl Reply {
     fn error(status: Status, message: impl Into<String>) -> Self {
+        let failure = Failure {
+            errors: vec![ErrorOut {
+                message: message.into(),
+                locations: None,
+                path: None,
+                extensions: None,
+            }],
+        };
         Self {
             status,
-            body: json!({ "errors": [{ "message": message.into() }] }),
+            body: serde_json::to_string(&failure).unwrap_or_default(),
+        }
+    }
+
+    /// The body parsed as a JSON value (object keys sorted), for tests and tools.
+    pub fn json(&self) -> Json {
+        serde_json::from_str(&self.body).unwrap_or(Json::Null)
+    }
+}
+
+#[derive(Serialize)]
+struct Success<'a> {
+    data: &'a juniper::Value,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    errors: &'a [juniper::ExecutionError<juniper::DefaultScalarValue>],
+}
+
+#[derive(Serialize)]
+struct Failure {
+    errors: Vec<ErrorOut>,
+}
+
+/// One error with its keys in the conventional order (message first).
+#[derive(Serialize)]
+struct ErrorOut {
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    locations: Option<Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extensions: Option<Json>,
+}
+
+impl ErrorOut {
+    fn from_json(mut value: Json) -> Self {
+        let mut take = |key: &str| value.as_object_mut().and_then(|o| o.remove(key));
+        Self {
+            message: take("message")
+                .and_then(|m| m.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            locations: take("locations"),
+            path: take("path"),
+            extensions: take("extensions"),
         }
     }
 }
@@ -212,7 +264,8 @@ impl Demo {
     ///     OperationPolicy::QueriesOnly,
     /// );
     /// assert_eq!(reply.status, Status::Ok);
-    /// assert_eq!(reply.body["data"]["creature"]["id"], "001");
+    /// assert_eq!(reply.json()["data"]["creature"]["id"], "001");
+    /// assert_eq!(reply.body, r#"{"data":{"creature":{"id":"001"}}}"#);
     /// ```
     pub fn execute(&self, request: &Request, policy: OperationPolicy) -> Reply {
         let query = match request.query.as_deref() {
@@ -237,22 +290,23 @@ impl Demo {
             );
         }
         match operation.execute_sync(&variables, &self.context) {
-            Ok((data, errors)) => {
-                let mut body = json!({ "data": data });
-                if !errors.is_empty() {
-                    body["errors"] = serde_json::to_value(&errors).unwrap_or_default();
-                }
-                Reply {
-                    status: Status::Ok,
-                    body,
-                }
-            }
+            Ok((data, errors)) => Reply {
+                status: Status::Ok,
+                body: serde_json::to_string(&Success {
+                    data: &data,
+                    errors: &errors,
+                })
+                .unwrap_or_default(),
+            },
             Err(e) => self.rejected(&e),
         }
     }
 
     fn rejected(&self, error: &GraphQLError) -> Reply {
-        let mut errors = serde_json::to_value(error).unwrap_or_else(|_| json!([{}]));
+        let mut errors: Vec<ErrorOut> = match serde_json::to_value(error) {
+            Ok(Json::Array(items)) => items.into_iter().map(ErrorOut::from_json).collect(),
+            _ => vec![ErrorOut::from_json(json!({ "message": error.to_string() }))],
+        };
         if let GraphQLError::ParseError(spanning) = error {
             let limits = &self.limits;
             let rewritten = match spanning.item {
@@ -283,16 +337,14 @@ impl Demo {
                 )),
                 _ => None,
             };
-            if let (Some((code, message, limit)), Some(first)) =
-                (rewritten, errors.get_mut(0).and_then(Json::as_object_mut))
-            {
-                first.insert("message".into(), message.into());
-                first.insert("extensions".into(), json!({ "code": code, "limit": limit }));
+            if let (Some((code, message, limit)), Some(first)) = (rewritten, errors.first_mut()) {
+                first.message = message;
+                first.extensions = Some(json!({ "code": code, "limit": limit }));
             }
         }
         Reply {
             status: Status::BadRequest,
-            body: json!({ "errors": errors }),
+            body: serde_json::to_string(&Failure { errors }).unwrap_or_default(),
         }
     }
 }

@@ -15,7 +15,7 @@
 //!     &Request::from_query("{ creatures { name } }"),
 //!     OperationPolicy::QueriesOnly,
 //! );
-//! assert!(reply.body["data"]["creatures"].as_array().unwrap().len() >= 50);
+//! assert!(reply.json()["data"]["creatures"].as_array().unwrap().len() >= 50);
 //! ```
 
 #![forbid(unsafe_code)]

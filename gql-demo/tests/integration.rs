@@ -16,8 +16,11 @@ fn run_with(demo: &Demo, body: Value) -> Reply {
     demo.execute(&request, OperationPolicy::All)
 }
 
-fn message(reply: &Reply) -> &str {
-    reply.body["errors"][0]["message"].as_str().unwrap_or("")
+fn message(reply: &Reply) -> String {
+    reply.json()["errors"][0]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
 }
 
 #[test]
@@ -25,10 +28,18 @@ fn lists_every_creature_with_selected_fields_only() {
     let demo = Demo::builtin();
     let reply = run(&demo, "{ creatures { id name } }");
     assert_eq!(reply.status, Status::Ok);
-    let list = reply.body["data"]["creatures"].as_array().unwrap();
+    let body = reply.json();
+    let list = body["data"]["creatures"].as_array().unwrap();
     assert!(list.len() >= 50, "{}", list.len());
     assert_eq!(list[0], json!({"id": "001", "name": "Cindle"}));
-    assert!(reply.body.get("errors").is_none());
+    assert!(reply.json().get("errors").is_none());
+    // Fields come back in the order the query names them.
+    let reversed = run(&demo, "{ creatures { name id } }");
+    assert!(
+        reversed.body.starts_with(r#"{"data":{"creatures":[{"name":"Cindle","id":"001"},"#),
+        "{}",
+        &reversed.body[..80]
+    );
 }
 
 #[test]
@@ -44,7 +55,7 @@ fn finds_by_name_and_id_and_answers_null_for_unknown() {
              e: creatureById(id: "999") { name } }"#,
     );
     assert_eq!(reply.status, Status::Ok, "{}", reply.body);
-    let data = &reply.body["data"];
+    let data = &reply.json()["data"];
     assert_eq!(data["a"]["id"], "002");
     assert_eq!(
         data["a"]["weight"],
@@ -71,7 +82,7 @@ fn evolution_links_resolve_to_full_records() {
         &demo,
         r#"{ creature(name: "Cindle") { evolutions { name creature { id evolutions { name } } } } }"#,
     );
-    let evolutions = &reply.body["data"]["creature"]["evolutions"];
+    let evolutions = &reply.json()["data"]["creature"]["evolutions"];
     assert_eq!(evolutions[0]["creature"]["id"], "002");
     assert_eq!(
         evolutions[0]["creature"]["evolutions"][0]["name"],
@@ -91,11 +102,11 @@ fn messages_create_get_update() {
         }),
     );
     assert_eq!(created.status, Status::Ok, "{}", created.body);
-    let id = created.body["data"]["createMessage"]["id"]
+    let id = created.json()["data"]["createMessage"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(created.body["data"]["createMessage"]["author"], "ada");
+    assert_eq!(created.json()["data"]["createMessage"]["author"], "ada");
 
     let updated = run_with(
         &demo,
@@ -105,7 +116,7 @@ fn messages_create_get_update() {
         }),
     );
     assert_eq!(
-        updated.body["data"]["updateMessage"],
+        updated.json()["data"]["updateMessage"],
         json!({"id": id, "content": "bye", "author": null})
     );
 
@@ -113,7 +124,7 @@ fn messages_create_get_update() {
         &demo,
         &format!(r#"{{ getMessage(id: "{id}") {{ content }} }}"#),
     );
-    assert_eq!(fetched.body["data"]["getMessage"]["content"], "bye");
+    assert_eq!(fetched.json()["data"]["getMessage"]["content"], "bye");
 }
 
 #[test]
@@ -129,16 +140,17 @@ fn unknown_message_is_a_field_error_with_code_and_path() {
             Status::Ok,
             "field errors are not request errors"
         );
-        let error = &reply.body["errors"][0];
+        let error = &reply.json()["errors"][0];
         assert_eq!(error["message"], "no message with id \"42\"");
         assert_eq!(error["extensions"]["code"], "MESSAGE_NOT_FOUND");
         assert!(error["path"].is_array() && error["locations"].is_array());
-        let data = reply.body["data"].as_object().unwrap();
+        let body = reply.json();
+        let data = body["data"].as_object().unwrap();
         assert!(data.values().all(Value::is_null), "{data:?}");
     }
     let reply = run(&demo, "mutation { createMessage { id } }");
     assert_eq!(
-        reply.body["errors"][0]["extensions"]["code"],
+        reply.json()["errors"][0]["extensions"]["code"],
         "MISSING_INPUT"
     );
 }
@@ -156,7 +168,7 @@ fn message_store_limits_are_errors() {
         r#"mutation { createMessage(input: {content: "far too long"}) { id } }"#,
     );
     assert_eq!(
-        long.body["errors"][0]["extensions"]["code"],
+        long.json()["errors"][0]["extensions"]["code"],
         "MESSAGE_TOO_LONG"
     );
     run(
@@ -168,7 +180,7 @@ fn message_store_limits_are_errors() {
         r#"mutation { createMessage(input: {content: "no"}) { id } }"#,
     );
     assert_eq!(
-        full.body["errors"][0]["extensions"]["code"],
+        full.json()["errors"][0]["extensions"]["code"],
         "MESSAGE_STORE_FULL"
     );
 }
@@ -197,14 +209,14 @@ fn bad_documents_are_rejected_with_locations() {
     let demo = Demo::builtin();
     let syntax = run(&demo, "{ creatures { id ");
     assert_eq!(syntax.status, Status::BadRequest);
-    assert!(syntax.body["errors"][0]["locations"].is_array());
-    assert!(syntax.body.get("data").is_none());
+    assert!(syntax.json()["errors"][0]["locations"].is_array());
+    assert!(syntax.json().get("data").is_none());
 
     let unknown = run(&demo, "{ creatures { weight { foo } } }");
     assert_eq!(unknown.status, Status::BadRequest);
     assert!(message(&unknown).contains("foo"), "{}", unknown.body);
     assert_eq!(
-        unknown.body["errors"][0]["locations"][0],
+        unknown.json()["errors"][0]["locations"][0],
         json!({"line": 1, "column": 24})
     );
 
@@ -240,7 +252,7 @@ fn bad_documents_are_rejected_with_locations() {
         &demo,
         json!({"query": "query A { creatures { id } } query B { creatures { name } }", "operationName": "B"}),
     );
-    assert!(chosen.body["data"]["creatures"][0]["name"].is_string());
+    assert!(chosen.json()["data"]["creatures"][0]["name"].is_string());
 }
 
 #[test]
@@ -277,7 +289,7 @@ fn request_bodies_are_checked() {
         ("unrelated".into(), "x".into()),
     ]);
     let reply = demo.execute(&request, OperationPolicy::QueriesOnly);
-    assert_eq!(reply.body["data"]["creature"]["id"], "007");
+    assert_eq!(reply.json()["data"]["creature"]["id"], "007");
 }
 
 fn demo_with(limits: Limits) -> Demo {
@@ -307,10 +319,10 @@ fn depth_limit_has_a_clear_error() {
         "Query is too deep: it nests more than 6 levels"
     );
     assert_eq!(
-        deep.body["errors"][0]["extensions"],
+        deep.json()["errors"][0]["extensions"],
         json!({"code": "DEPTH_LIMIT_EXCEEDED", "limit": 6})
     );
-    assert!(deep.body["errors"][0]["locations"].is_array());
+    assert!(deep.json()["errors"][0]["locations"].is_array());
 }
 
 #[test]
@@ -329,7 +341,7 @@ fn complexity_limit_counts_fragment_spreads() {
     assert_eq!(reply.status, Status::BadRequest);
     assert!(message(&reply).starts_with("Query is too complex: it selects more than 40 fields"));
     assert_eq!(
-        reply.body["errors"][0]["extensions"]["code"],
+        reply.json()["errors"][0]["extensions"]["code"],
         "COMPLEXITY_LIMIT_EXCEEDED"
     );
 }
@@ -423,7 +435,7 @@ fn fuzz_corpus_replays_without_panics() {
         let data = fs::read(&path).unwrap();
         if let Some(reply) = gql_demo::fuzz::query(&data) {
             assert!(
-                reply.body.get("data").is_some() || reply.body.get("errors").is_some(),
+                reply.json().get("data").is_some() || reply.json().get("errors").is_some(),
                 "{}: {}",
                 path.display(),
                 reply.body
