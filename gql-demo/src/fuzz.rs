@@ -6,11 +6,13 @@ use std::sync::LazyLock;
 use crate::{Dataset, Demo, OperationPolicy, Reply, Request, Settings, StoreLimits};
 
 static DEMO: LazyLock<Demo> = LazyLock::new(|| {
-    let mut settings = Settings::default();
     // A small store keeps a long fuzzing run from growing memory through mutations.
-    settings.store = StoreLimits {
-        max_messages: 64,
-        max_field_bytes: 256,
+    let settings = Settings {
+        store: StoreLimits {
+            max_messages: 64,
+            max_field_bytes: 256,
+        },
+        ..Settings::default()
     };
     Demo::new(Dataset::builtin(), settings)
 });
@@ -26,6 +28,10 @@ pub fn query(data: &[u8]) -> Option<Reply> {
     };
     let reply = DEMO.execute(&request, OperationPolicy::All);
     // The server sends the body as is: it must always be a JSON object.
-    assert!(reply.json().is_object(), "reply is not a JSON object: {}", reply.body);
+    assert!(
+        reply.json().is_object(),
+        "reply is not a JSON object: {}",
+        reply.body
+    );
     Some(reply)
 }

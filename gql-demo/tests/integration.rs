@@ -36,7 +36,9 @@ fn lists_every_creature_with_selected_fields_only() {
     // Fields come back in the order the query names them.
     let reversed = run(&demo, "{ creatures { name id } }");
     assert!(
-        reversed.body.starts_with(r#"{"data":{"creatures":[{"name":"Cindle","id":"001"},"#),
+        reversed
+            .body
+            .starts_with(r#"{"data":{"creatures":[{"name":"Cindle","id":"001"},"#),
         "{}",
         &reversed.body[..80]
     );

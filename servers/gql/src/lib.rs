@@ -95,7 +95,11 @@ impl App {
 
 /// Serves `listener` until `shutdown` completes, then stops accepting and gives open
 /// connections up to five seconds to finish.
-pub async fn serve<F>(listener: TcpListener, settings: Settings, shutdown: F) -> Result<(), ServerError>
+pub async fn serve<F>(
+    listener: TcpListener,
+    settings: Settings,
+    shutdown: F,
+) -> Result<(), ServerError>
 where
     F: Future<Output = ()>,
 {
@@ -257,7 +261,11 @@ async fn graphql(app: &App, req: hyper::Request<Incoming>) -> Response {
         Method::GET | Method::HEAD => {
             let has_query = params(&query_string).any(|(k, _)| k == "query");
             if !has_query && wants_html(&req) {
-                return respond(StatusCode::OK, "text/html; charset=utf-8", app.explorer.page());
+                return respond(
+                    StatusCode::OK,
+                    "text/html; charset=utf-8",
+                    app.explorer.page(),
+                );
             }
             if query_string.len() > app.max_body_bytes {
                 return json_error(

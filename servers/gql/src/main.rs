@@ -47,7 +47,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let address = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let address = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     // Tests and scripts read this line to learn the port when PORT=0.
     println!("Running a GraphQL API server at http://{address}/graphql");
     match serve_app(listener, app, stop_signal()).await {

@@ -160,9 +160,7 @@ impl Command {
         };
         let positive = |flag: &str| -> Result<Option<usize>, ServerError> {
             match number(flag)? {
-                Some(0) => Err(ServerError::Settings(format!(
-                    "{flag} must be at least 1"
-                ))),
+                Some(0) => Err(ServerError::Settings(format!("{flag} must be at least 1"))),
                 other => Ok(other),
             }
         };
@@ -248,7 +246,10 @@ mod tests {
         assert_eq!(s.demo.limits.max_depth, 7);
         let s = serve(
             &["--port=4200", "--assets-dir", "/x", "--host", "0.0.0.0"],
-            &[("PORT", "4100"), ("GQL_ASSETS_URL", "https://example.test/npm/")],
+            &[
+                ("PORT", "4100"),
+                ("GQL_ASSETS_URL", "https://example.test/npm/"),
+            ],
         );
         assert_eq!(s.listen.to_string(), "0.0.0.0:4200");
         assert_eq!(s.assets, Assets::Dir("/x".into()));
@@ -264,7 +265,11 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         for (args, env, expected) in [
-            (&["--port", "x"][..], &[][..], "--port must be a whole number"),
+            (
+                &["--port", "x"][..],
+                &[][..],
+                "--port must be a whole number",
+            ),
             (&[], &[("PORT", "70000")][..], "at most 65535"),
             (&["--bogus"], &[], "unknown argument"),
             (&["--max-depth"], &[], "--max-depth needs a value"),
