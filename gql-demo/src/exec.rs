@@ -54,9 +54,9 @@ pub enum OperationPolicy {
     QueriesOnly,
 }
 
-/// A GraphQL request in the GraphQL-over-HTTP shape.
+/// A GraphQL request in the GraphQL-over-HTTP shape. Unknown keys (some clients send `id`
+/// or `extensions`) are ignored.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Request {
     /// The document.
     pub query: Option<String>,
@@ -65,9 +65,6 @@ pub struct Request {
     pub operation_name: Option<String>,
     /// Variables: a JSON object, or a string holding one (as form posts send it).
     pub variables: Option<Json>,
-    /// Accepted and ignored, so that clients sending it are not refused.
-    #[serde(default)]
-    extensions: Option<Json>,
 }
 
 impl Request {

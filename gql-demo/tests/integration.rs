@@ -264,11 +264,17 @@ fn request_bodies_are_checked() {
         (b"[]", "batched"),
         (b"\"x\"", "JSON object"),
         (br#"{"query": 5}"#, "not a GraphQL request"),
-        (br#"{"query": "{a}", "bogus": 1}"#, "not a GraphQL request"),
+        (br#"{"query": ["{a}"]}"#, "not a GraphQL request"),
     ] {
         let err = Request::from_json(body).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}");
     }
+    let extra = Request::from_json(br#"{"query": "{a}", "id": "x", "extensions": {}}"#).unwrap();
+    assert_eq!(
+        extra.query.as_deref(),
+        Some("{a}"),
+        "unknown keys are ignored"
+    );
     let demo = Demo::builtin();
     for variables in [json!([1]), json!("not json"), json!("[1]")] {
         let request = Request::from_json(
