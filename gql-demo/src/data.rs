@@ -77,7 +77,7 @@ enum IdRef {
 pub struct Evolution {
     /// Index of the target in [`Dataset::creatures`].
     pub(crate) index: usize,
-    /// The target's id, in the same form as [`Creature::id`].
+    /// The target's id, in the same form as the `id` of a [`Creature`].
     pub id: String,
     /// The target's name.
     pub name: String,
