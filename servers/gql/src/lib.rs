@@ -148,7 +148,7 @@ where
         let app = Arc::clone(&app);
         let service = hyper::service::service_fn(move |req| {
             let app = Arc::clone(&app);
-            async move { Ok::<_, Infallible>(handle(&app, req).await) }
+            async move { Ok::<_, Infallible>(handle(app, req).await) }
         });
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
@@ -192,7 +192,7 @@ fn method_not_allowed(allow: &'static str) -> Response {
     response
 }
 
-async fn handle(app: &App, req: hyper::Request<Incoming>) -> Response {
+async fn handle(app: Arc<App>, req: hyper::Request<Incoming>) -> Response {
     let path = req.uri().path().to_owned();
     match path.as_str() {
         "/graphql" | "/graphql/" => graphql(app, req).await,
@@ -208,7 +208,7 @@ async fn handle(app: &App, req: hyper::Request<Incoming>) -> Response {
             response
         }
         _ => match path.strip_prefix(ASSETS_PREFIX) {
-            Some(relative) => asset(app, req.method(), relative),
+            Some(relative) => asset(&app, req.method(), relative),
             None => json_error(
                 StatusCode::NOT_FOUND,
                 &format!("no route {path}; the endpoint is /graphql"),
@@ -255,7 +255,7 @@ fn media_type(req: &hyper::Request<Incoming>) -> String {
         .unwrap_or_default()
 }
 
-async fn graphql(app: &App, req: hyper::Request<Incoming>) -> Response {
+async fn graphql(app: Arc<App>, req: hyper::Request<Incoming>) -> Response {
     let query_string = req.uri().query().unwrap_or("").to_owned();
     match *req.method() {
         Method::GET | Method::HEAD => {
@@ -277,11 +277,11 @@ async fn graphql(app: &App, req: hyper::Request<Incoming>) -> Response {
                 );
             }
             let request = Request::from_params(params(&query_string));
-            run(app, &request, OperationPolicy::QueriesOnly)
+            run(app, request, OperationPolicy::QueriesOnly).await
         }
         Method::POST => {
             let media = media_type(&req);
-            let body = match read_body(app, req).await {
+            let body = match read_body(&app, req).await {
                 Ok(body) => body,
                 Err(response) => return response,
             };
@@ -311,7 +311,7 @@ async fn graphql(app: &App, req: hyper::Request<Incoming>) -> Response {
                     );
                 }
             };
-            run(app, &request, OperationPolicy::All)
+            run(app, request, OperationPolicy::All).await
         }
         _ => method_not_allowed("GET, POST"),
     }
@@ -347,8 +347,20 @@ async fn read_body(app: &App, req: hyper::Request<Incoming>) -> Result<Bytes, Re
     }
 }
 
-fn run(app: &App, request: &Request, policy: OperationPolicy) -> Response {
-    let reply = app.demo.execute(request, policy);
+/// Executes on the blocking pool: a document at the complexity limit takes tens of
+/// milliseconds of CPU, which must not stall the workers that accept connections and run
+/// timeouts.
+async fn run(app: Arc<App>, request: Request, policy: OperationPolicy) -> Response {
+    let task = tokio::task::spawn_blocking(move || app.demo.execute(&request, policy));
+    let reply = match task.await {
+        Ok(reply) => reply,
+        Err(_) => {
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the request could not be executed",
+            );
+        }
+    };
     let status = StatusCode::from_u16(reply.status.http_code()).unwrap_or(StatusCode::OK);
     let mut response = respond(status, "application/json", reply.body);
     if reply.status == Status::MethodNotAllowed {
