@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 forbidden='^(tokio|hyper|tonic|fred|redis|async-memcached|mio|socket2|notify|h2|reqwest|rusqlite) '
 status=0
-for crate in ratelimit-core trading-model relay-templates; do
+for crate in ratelimit-core trading-model relay-templates gql-demo; do
     if ! cargo metadata --format-version 1 --no-deps --locked 2>/dev/null | grep -q "\"name\":\"$crate\""; then
         continue
     fi

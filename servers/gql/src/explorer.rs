@@ -1,0 +1,195 @@
+//! The explorer page (GraphiQL) and the local copies of its assets.
+//!
+//! GraphiQL 3 is the last major version that ships a browser-ready UMD build
+//! (`graphiql.min.js`, with graphql-js inside) that runs on React 18's UMD builds with no
+//! bundler. GraphiQL 4 and 5 ship only ES modules with bare imports (and Monaco web
+//! workers), which need an import map and many more files to work offline. So the page pins
+//! GraphiQL 3.9.0 and React 18.3.1, from a CDN by default or from a local `node_modules`.
+
+use std::{collections::HashMap, path::Path};
+
+use bytes::Bytes;
+
+use crate::{ServerError, settings::Assets};
+
+/// Path under which local assets are served.
+pub const ASSETS_PREFIX: &str = "/graphql/assets/";
+
+/// The files the page loads: (package, version, path inside the package, content type).
+const FILES: [(&str, &str, &str, &str); 4] = [
+    (
+        "react",
+        "18.3.1",
+        "umd/react.production.min.js",
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "react-dom",
+        "18.3.1",
+        "umd/react-dom.production.min.js",
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "graphiql",
+        "3.9.0",
+        "graphiql.min.js",
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "graphiql",
+        "3.9.0",
+        "graphiql.min.css",
+        "text/css; charset=utf-8",
+    ),
+];
+
+/// Query shown when the page opens.
+const DEFAULT_QUERY: &str = "# Press the run button (or Ctrl-Enter) to send this query.\n\
+{\n  creatures {\n    id\n    name\n  }\n}\n";
+
+/// The rendered page plus, for a local directory, the asset bytes held in memory (four
+/// files, about 1.5 MB), so that no request path ever reaches the file system.
+#[derive(Debug)]
+pub struct Explorer {
+    page: Bytes,
+    files: HashMap<String, (Bytes, &'static str)>,
+}
+
+impl Explorer {
+    /// Renders the page for `assets`; a directory must hold every file the page needs.
+    pub fn new(assets: &Assets) -> Result<Self, ServerError> {
+        let mut files = HashMap::new();
+        let mut urls = Vec::with_capacity(FILES.len());
+        match assets {
+            Assets::Cdn(base) => {
+                for (package, version, file, _) in FILES {
+                    urls.push(format!("{base}/{package}@{version}/{file}"));
+                }
+            }
+            Assets::Dir(dir) => {
+                for (package, _, file, content_type) in FILES {
+                    let relative = format!("{package}/{file}");
+                    let bytes = read_asset(dir, &relative)?;
+                    urls.push(format!("{ASSETS_PREFIX}{relative}"));
+                    files.insert(relative, (bytes, content_type));
+                }
+            }
+        }
+        let page = render(&urls[0], &urls[1], &urls[2], &urls[3]);
+        Ok(Self {
+            page: Bytes::from(page),
+            files,
+        })
+    }
+
+    /// The HTML page.
+    pub fn page(&self) -> Bytes {
+        self.page.clone()
+    }
+
+    /// A local asset by its path below [`ASSETS_PREFIX`]; only the page's files exist.
+    pub fn asset(&self, relative: &str) -> Option<(Bytes, &'static str)> {
+        self.files.get(relative).cloned()
+    }
+}
+
+fn read_asset(dir: &Path, relative: &str) -> Result<Bytes, ServerError> {
+    let path = dir.join(relative);
+    std::fs::read(&path).map(Bytes::from).map_err(|e| {
+        ServerError::Settings(format!(
+            "explorer asset {} cannot be read ({e}); fill the directory with \
+             `npm install graphiql@3.9.0 react@18.3.1 react-dom@18.3.1` and pass its \
+             node_modules folder",
+            path.display()
+        ))
+    })
+}
+
+fn render(react: &str, react_dom: &str, graphiql: &str, css: &str) -> String {
+    let default_query = serde_json::to_string(DEFAULT_QUERY).unwrap_or_else(|_| "\"\"".into());
+    // Asset URLs come from the operator's settings, not from requests; they are still
+    // escaped so that a URL with a quote cannot break the page.
+    let (react, react_dom, graphiql, css) = (
+        html_attr(react),
+        html_attr(react_dom),
+        html_attr(graphiql),
+        html_attr(css),
+    );
+    format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>GraphQL demo explorer</title>
+<style>
+  html, body {{ margin: 0; height: 100%; }}
+  #graphiql {{ height: 100vh; }}
+  .gql-demo-failed {{ font: 16px/1.5 sans-serif; padding: 2em; max-width: 48em; }}
+</style>
+<link rel="stylesheet" href="{css}">
+<script src="{react}"></script>
+<script src="{react_dom}"></script>
+<script src="{graphiql}"></script>
+</head>
+<body>
+<div id="graphiql">Loading the explorer…</div>
+<script>
+(function () {{
+  var root = document.getElementById('graphiql');
+  if (typeof React === 'undefined' || typeof ReactDOM === 'undefined' || typeof GraphiQL === 'undefined') {{
+    root.className = 'gql-demo-failed';
+    root.textContent = 'The explorer scripts could not be loaded (no internet?). Start the server ' +
+      'with --assets-dir pointing at a node_modules folder that holds graphiql@3.9.0, ' +
+      'react@18.3.1 and react-dom@18.3.1. The endpoint itself works: POST queries to /graphql.';
+    return;
+  }}
+  var fetcher = GraphiQL.createFetcher({{ url: new URL('/graphql', window.location.href).href }});
+  ReactDOM.createRoot(root).render(React.createElement(GraphiQL, {{
+    fetcher: fetcher,
+    defaultQuery: {default_query},
+    defaultEditorToolsVisibility: true
+  }}));
+}})();
+</script>
+</body>
+</html>
+"#
+    )
+}
+
+fn html_attr(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cdn_page_pins_versions() {
+        let explorer = Explorer::new(&Assets::Cdn("https://cdn.example/npm".into())).unwrap();
+        let page = String::from_utf8(explorer.page().to_vec()).unwrap();
+        assert!(page.contains("https://cdn.example/npm/graphiql@3.9.0/graphiql.min.js"));
+        assert!(page.contains("https://cdn.example/npm/react@18.3.1/umd/react.production.min.js"));
+        assert!(explorer.asset("graphiql/graphiql.min.js").is_none());
+    }
+
+    #[test]
+    fn missing_dir_is_a_clear_error() {
+        let err = Explorer::new(&Assets::Dir("/nonexistent/node_modules".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("react.production.min.js"), "{err}");
+        assert!(err.contains("npm install"), "{err}");
+    }
+
+    #[test]
+    fn urls_are_escaped() {
+        let page = render("a\"b", "<x>", "&", "c");
+        assert!(page.contains("a&quot;b") && page.contains("&lt;x&gt;") && page.contains("&amp;"));
+    }
+}
