@@ -150,7 +150,7 @@ impl<'a> Exec<'a> {
             Node::Template { pos, name, pipe } => {
                 self.at = Some((*pos, format!("template {name:?}")));
                 let Some(tree) = self.trees.get(name) else {
-                    return self.fail(format!("no such template {name:?}"));
+                    return self.fail(format!("template {name:?} not defined"));
                 };
                 let tree = Arc::clone(tree);
                 let new_dot = match pipe {

@@ -577,8 +577,12 @@ impl Parser<'_> {
                 }
                 _ => {}
             }
-            let cmd = self.command(&end)?;
+            let (cmd, piped) = self.command(&end)?;
             cmds.push(cmd);
+            if piped && self.peek_non_space().tok == end {
+                let t = self.peek().clone();
+                return self.fail(&t, "missing command");
+            }
         }
         // Stages after the first receive the previous value: literals cannot take it.
         for (i, c) in cmds.iter().enumerate().skip(1) {
@@ -607,10 +611,11 @@ impl Parser<'_> {
         })
     }
 
-    fn command(&mut self, end: &Tok) -> Result<Cmd, ParseFailure> {
+    fn command(&mut self, end: &Tok) -> Result<(Cmd, bool), ParseFailure> {
         let start = self.peek_non_space();
         let mut args = Vec::new();
         let end_off;
+        let mut piped = false;
         loop {
             self.skip_space();
             let t = self.peek().clone();
@@ -618,6 +623,7 @@ impl Parser<'_> {
                 end_off = t.offset;
                 if t.tok == Tok::Pipe {
                     self.next();
+                    piped = true;
                 }
                 break;
             }
@@ -644,11 +650,14 @@ impl Parser<'_> {
             .unwrap_or("")
             .trim_end()
             .to_string();
-        Ok(Cmd {
-            pos: Self::pos(&start),
-            src,
-            args,
-        })
+        Ok((
+            Cmd {
+                pos: Self::pos(&start),
+                src,
+                args,
+            },
+            piped,
+        ))
     }
 
     fn operand(&mut self) -> Result<Arg, ParseFailure> {
