@@ -22,9 +22,13 @@ fn go_conformance_table() {
     assert!(cases.len() >= 120, "table has {} cases", cases.len());
     let mut failures = Vec::new();
     for c in &cases {
-        assert!(c.want.is_some() != c.error.is_some(), "{}: exactly one of want/error", c.name);
-        let json: serde_json::Value =
-            serde_json::from_str(c.data.as_deref().unwrap_or("{}")).unwrap_or_else(|e| panic!("{}: data: {e}", c.name));
+        assert!(
+            c.want.is_some() != c.error.is_some(),
+            "{}: exactly one of want/error",
+            c.name
+        );
+        let json: serde_json::Value = serde_json::from_str(c.data.as_deref().unwrap_or("{}"))
+            .unwrap_or_else(|e| panic!("{}: data: {e}", c.name));
         let got = render("main", &c.template, "main", &Value::from_json(&json));
         match (&got, &c.want, &c.error) {
             (Ok(out), Some(want), _) if out == want => {}
@@ -35,5 +39,11 @@ fn go_conformance_table() {
             )),
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }

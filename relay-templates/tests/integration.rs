@@ -16,7 +16,10 @@ fn manifest() -> PathBuf {
 }
 
 fn context() -> RelayContext {
-    let env = HashMap::from([("EVENTS_TELEGRAM_BOT_PLATFORM".to_string(), "123:abc=-100200".to_string())]);
+    let env = HashMap::from([(
+        "EVENTS_TELEGRAM_BOT_PLATFORM".to_string(),
+        "123:abc=-100200".to_string(),
+    )]);
     let vars = HashMap::from([(
         "URL".to_string(),
         "https://api.telegram.org/bot%s/sendMessage?chat_id=%s".to_string(),
