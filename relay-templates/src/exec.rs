@@ -32,6 +32,26 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Sets [`Limits::max_depth`].
+    pub fn with_max_depth(mut self, n: usize) -> Limits {
+        self.max_depth = n;
+        self
+    }
+
+    /// Sets [`Limits::max_output`].
+    pub fn with_max_output(mut self, n: usize) -> Limits {
+        self.max_output = n;
+        self
+    }
+
+    /// Sets [`Limits::max_steps`].
+    pub fn with_max_steps(mut self, n: u64) -> Limits {
+        self.max_steps = n;
+        self
+    }
+}
+
 pub(crate) struct ExecFailure {
     pub template: String,
     pub pos: Option<Pos>,

@@ -386,9 +386,12 @@ fn is_printable(c: char) -> bool {
     if c.is_control() {
         return false;
     }
-    let n = c as u32;
-    !matches!(n, 0x00AD | 0x2028 | 0x2029 | 0xFEFF | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0xE000..=0xF8FF)
-        && !(c.is_whitespace() && c != ' ')
+    let format_or_private = matches!(
+        c as u32,
+        0x00AD | 0x2028 | 0x2029 | 0xFEFF | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0xE000..=0xF8FF
+    );
+    let odd_space = c.is_whitespace() && c != ' ';
+    !(format_or_private || odd_space)
 }
 
 fn fmt_int(out: &mut String, v: &Value, n: i64, verb: char, spec: &Spec) {
@@ -609,7 +612,7 @@ fn fmt_float(out: &mut String, v: &Value, f: f64, verb: char, spec: &Spec) {
     let neg = f.is_sign_negative() && !f.is_nan();
     let sign = if neg {
         "-"
-    } else if spec.plus || (f.is_infinite() && !neg && spec.plus) {
+    } else if spec.plus {
         "+"
     } else if spec.space {
         " "
@@ -657,8 +660,8 @@ mod tests {
     fn printf_verbs() {
         let s = |f: &str, a: Vec<Value>| sprintf(f, &a);
         assert_eq!(s("%.0f", vec![Value::Float(2.5)]), "2");
-        assert_eq!(s("%.2f", vec![Value::Float(3.14159)]), "3.14");
-        assert_eq!(s("%5.1f|", vec![Value::Float(3.14159)]), "  3.1|");
+        assert_eq!(s("%.2f", vec![Value::Float(1.23456)]), "1.23");
+        assert_eq!(s("%5.1f|", vec![Value::Float(1.23456)]), "  1.2|");
         assert_eq!(s("%e", vec![Value::Float(1234.5678)]), "1.234568e+03");
         assert_eq!(s("%.3g", vec![Value::Float(1.0)]), "1");
         assert_eq!(s("%g", vec![Value::Float(100000000.0)]), "1e+08");

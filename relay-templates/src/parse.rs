@@ -764,8 +764,8 @@ impl Parser<'_> {
                 Err(bad())
             }
             None => {
-                if lower.starts_with("0x") {
-                    return parse_hex_float(&lower[2..])
+                if let Some(hex) = lower.strip_prefix("0x") {
+                    return parse_hex_float(hex)
                         .map(|f| Arg::Float(if neg { -f } else { f }))
                         .ok_or_else(bad);
                 }
