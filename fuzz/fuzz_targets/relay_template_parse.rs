@@ -10,7 +10,10 @@ fuzz_target!(|data: &[u8]| {
     let mut set = TemplateSet::new(relay_funcs(RelayContext::default()));
     if set.parse("main", &text).is_ok() {
         let dot = Value::map([
-            ("a", Value::list(vec![Value::Float(1.0), Value::Nil, Value::from("x")])),
+            (
+                "a",
+                Value::list(vec![Value::Float(1.0), Value::Nil, Value::from("x")]),
+            ),
             ("s", Value::from("text")),
             ("n", Value::Float(3.0)),
         ]);

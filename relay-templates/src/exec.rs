@@ -100,6 +100,12 @@ impl<'a> Exec<'a> {
 
     pub(crate) fn run(&mut self, tree: &Tree, data: &Value) -> R<()> {
         self.tmpl = tree.name.clone();
+        // Go's Execute(w, nil) starts with an invalid dot, not a nil interface.
+        let data = if *data == Value::Nil {
+            &Value::Missing
+        } else {
+            data
+        };
         self.vars = vec![("$".to_string(), data.clone())];
         self.list(&tree.list, data).map(|_| ())
     }

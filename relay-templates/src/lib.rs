@@ -164,6 +164,41 @@ impl TemplateSet {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_are_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<TemplateSet>();
+        assert_send_sync::<Box<dyn Renderer + Send + Sync>>();
+    }
+
+    #[test]
+    fn nil_data_is_no_value() {
+        let mut set = TemplateSet::new(FuncMap::builtins());
+        set.parse("t", "{{.a.b}}").unwrap();
+        assert_eq!(set.execute("t", &Value::Nil).unwrap(), "<no value>");
+        assert_eq!(
+            set.execute("nope", &Value::Nil),
+            Err(Error::NoTemplate("nope".into()))
+        );
+    }
+
+    #[test]
+    fn later_parse_replaces_but_empty_does_not() {
+        let mut set = TemplateSet::new(FuncMap::builtins());
+        set.parse("t", "{{define \"x\"}}one{{end}}").unwrap();
+        set.parse("u", "{{define \"x\"}}two{{end}}").unwrap();
+        assert_eq!(set.execute("x", &Value::Nil).unwrap(), "two");
+        set.parse("v", "{{define \"x\"}} {{end}}").unwrap();
+        assert_eq!(set.execute("x", &Value::Nil).unwrap(), "two");
+        assert!(set.parse("w", "{{if}}").is_err());
+        assert_eq!(set.names(), ["t", "u", "v", "x"]);
+    }
+}
+
 impl Renderer for TemplateSet {
     fn render(&self, name: &str, data: &Value) -> Result<String, Error> {
         self.execute(name, data)

@@ -322,6 +322,30 @@ pub fn relay_funcs(ctx: RelayContext) -> FuncMap {
     m
 }
 
+/// What to send for a rendered message: `None` when it is blank, which is how templates
+/// filter events out (the original skips messages that are empty after trimming).
+pub fn message_to_send(rendered: &str) -> Option<&str> {
+    if rendered.trim().is_empty() {
+        None
+    } else {
+        Some(rendered)
+    }
+}
+
+/// The targets a selector template chose: one per non-blank line, trimmed.
+///
+/// ```
+/// use relay_templates::relay::selector_targets;
+/// assert_eq!(selector_targets("\n  https://a/x \n\nhttps://b/y\n"), ["https://a/x", "https://b/y"]);
+/// ```
+pub fn selector_targets(rendered: &str) -> Vec<&str> {
+    rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +356,12 @@ mod tests {
         assert_eq!(go_title("don't stop"), "Don'T Stop");
         assert_eq!(go_title("a-b_c d.e"), "A-B_c D.E");
         assert_eq!(go_upper("straße"), "STRAßE");
+    }
+
+    #[test]
+    fn blank_messages_are_not_sent() {
+        assert_eq!(message_to_send(" \n\t"), None);
+        assert_eq!(message_to_send("\n x"), Some("\n x"));
     }
 
     #[test]
