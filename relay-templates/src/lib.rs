@@ -164,6 +164,12 @@ impl TemplateSet {
     }
 }
 
+impl Renderer for TemplateSet {
+    fn render(&self, name: &str, data: &Value) -> Result<String, Error> {
+        self.execute(name, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,11 +202,5 @@ mod tests {
         assert_eq!(set.execute("x", &Value::Nil).unwrap(), "two");
         assert!(set.parse("w", "{{if}}").is_err());
         assert_eq!(set.names(), ["t", "u", "v", "x"]);
-    }
-}
-
-impl Renderer for TemplateSet {
-    fn render(&self, name: &str, data: &Value) -> Result<String, Error> {
-        self.execute(name, data)
     }
 }
