@@ -157,10 +157,19 @@ impl TemplateSet {
                 template: f.template,
                 line: f.pos.map(|p| p.line).unwrap_or(0),
                 col: f.pos.map(|p| p.col).unwrap_or(0),
-                context: f.context,
+                context: shorten(&f.context),
                 message: f.message,
             }),
         }
+    }
+}
+
+/// Keeps error messages readable when the failing command is huge.
+fn shorten(context: &str) -> String {
+    const MAX: usize = 80;
+    match context.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}...", &context[..i]),
+        None => context.to_string(),
     }
 }
 
