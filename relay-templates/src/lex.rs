@@ -296,7 +296,6 @@ impl<'a> Lexer<'a> {
                             None => Tok::Ident(w.to_string()),
                         },
                     };
-                    // Go: a keyword followed by '.' is not a keyword, but that never parses anyway.
                     self.push(tok, start);
                 }
                 c => return self.err(start, format!("unrecognized character in action: {c:?}")),

@@ -75,7 +75,7 @@ pub(crate) enum Arg {
 #[derive(Debug)]
 pub(crate) struct Tree {
     pub name: String,
-    /// The source the tree was parsed from (positions index into it).
+    /// Top-level nodes of the body.
     pub list: Vec<Node>,
 }
 
@@ -544,18 +544,12 @@ impl Parser<'_> {
                 }
             }
             for (name, tok) in names {
-                if is_assign {
-                    if !self.vars.contains(&name) {
-                        return self.fail(&tok, format!("undefined variable {name:?}"));
-                    }
-                } else {
-                    decl.push(name.clone());
-                    // Declared after the pipeline is parsed in Go; pushing now only matters
-                    // for `$x := $x`, which Go rejects too when $x is new.
+                // Assignment needs an existing variable; a declaration becomes visible only
+                // after its pipeline (pushed below), so `$x := $x` is rejected like in Go.
+                if is_assign && !self.vars.contains(&name) {
+                    return self.fail(&tok, format!("undefined variable {name:?}"));
                 }
-                if is_assign {
-                    decl.push(name);
-                }
+                decl.push(name);
             }
         }
         let mut cmds = Vec::new();
