@@ -405,10 +405,13 @@ impl<'a> Exec<'a> {
                     m.get(name).cloned().unwrap_or(Value::Missing)
                 }
                 other => {
-                    return self.fail(format!(
-                        "can't evaluate field {name} in type {}",
+                    // Values reached through a map have Go's static type interface {}.
+                    let ty = if i == 0 {
                         other.type_name()
-                    ));
+                    } else {
+                        "interface {}"
+                    };
+                    return self.fail(format!("can't evaluate field {name} in type {ty}"));
                 }
             };
         }
@@ -437,8 +440,28 @@ impl<'a> Exec<'a> {
                 self.at = at;
                 v
             }
-            Arg::Nil => Value::Nil,
-            other => self.literal(other, dot),
+            Arg::Nil => {
+                return match kind {
+                    Param::Value | Param::Any => Ok(Value::Nil),
+                    Param::String => self.fail("cannot assign nil to string"),
+                    Param::Strings => self.fail("cannot assign nil to []string"),
+                };
+            }
+            Arg::Dot => dot.clone(),
+            other => {
+                // Go checks constants against the parameter type with its own wording.
+                let v = self.literal(other, dot);
+                return match (kind, &v) {
+                    (Param::String, Value::String(_)) | (Param::Value | Param::Any, _) => Ok(v),
+                    (Param::String, _) => {
+                        self.fail(format!("expected string; found {}", gofmt::format_v(&v)))
+                    }
+                    (Param::Strings, _) => self.fail(format!(
+                        "can't handle {} for arg of type []string",
+                        gofmt::format_v(&v)
+                    )),
+                };
+            }
         };
         self.convert(v, kind)
     }

@@ -543,14 +543,8 @@ impl Parser<'_> {
                     }
                 }
             }
-            for (name, tok) in names {
-                // Assignment needs an existing variable; a declaration becomes visible only
-                // after its pipeline (pushed below), so `$x := $x` is rejected like in Go.
-                if is_assign && !self.vars.contains(&name) {
-                    return self.fail(&tok, format!("undefined variable {name:?}"));
-                }
-                decl.push(name);
-            }
+            // Go checks declarations only: assigning an unknown variable fails when executed.
+            decl.extend(names.into_iter().map(|(name, _)| name));
         }
         let mut cmds = Vec::new();
         loop {
@@ -571,12 +565,8 @@ impl Parser<'_> {
                 }
                 _ => {}
             }
-            let (cmd, piped) = self.command(&end)?;
-            cmds.push(cmd);
-            if piped && self.peek_non_space().tok == end {
-                let t = self.peek().clone();
-                return self.fail(&t, "missing command");
-            }
+            // Go accepts a trailing `|` (`{{.a | }}`), so this does too.
+            cmds.push(self.command(&end)?);
         }
         // Stages after the first receive the previous value: literals cannot take it.
         for (i, c) in cmds.iter().enumerate().skip(1) {
@@ -593,10 +583,10 @@ impl Parser<'_> {
                 }
             }
         }
-        if !is_assign {
-            for d in &decl {
-                self.vars.push(d.clone());
-            }
+        // Declared (and, as in Go, assigned) names are visible after their pipeline, so
+        // `$x := $x` with a new `$x` is rejected.
+        for d in &decl {
+            self.vars.push(d.clone());
         }
         Ok(Pipe {
             decl,
@@ -605,11 +595,10 @@ impl Parser<'_> {
         })
     }
 
-    fn command(&mut self, end: &Tok) -> Result<(Cmd, bool), ParseFailure> {
+    fn command(&mut self, end: &Tok) -> Result<Cmd, ParseFailure> {
         let start = self.peek_non_space();
         let mut args = Vec::new();
         let end_off;
-        let mut piped = false;
         loop {
             self.skip_space();
             let t = self.peek().clone();
@@ -617,7 +606,6 @@ impl Parser<'_> {
                 end_off = t.offset;
                 if t.tok == Tok::Pipe {
                     self.next();
-                    piped = true;
                 }
                 break;
             }
@@ -644,14 +632,11 @@ impl Parser<'_> {
             .unwrap_or("")
             .trim_end()
             .to_string();
-        Ok((
-            Cmd {
-                pos: Self::pos(&start),
-                src,
-                args,
-            },
-            piped,
-        ))
+        Ok(Cmd {
+            pos: Self::pos(&start),
+            src,
+            args,
+        })
     }
 
     fn operand(&mut self) -> Result<Arg, ParseFailure> {

@@ -344,7 +344,7 @@ proptest! {
 
     #[test]
     fn parse_errors_carry_the_line(lines in 0usize..20) {
-        let text = format!("{}{{{{.a | }}}}", "x\n".repeat(lines));
+        let text = format!("{}{{{{if}}}}{{{{end}}}}", "x\n".repeat(lines));
         let err = render("main", &text, "main", &sample()).unwrap_err();
         let is_line = matches!(err, Error::Parse { line, .. } if line == lines + 1);
         prop_assert!(is_line, "{err}");
