@@ -392,7 +392,8 @@ pub(crate) fn html_escape(s: &str) -> String {
     out
 }
 
-/// Go's `template.JSEscapeString`.
+/// Go's `template.JSEscapeString`: quotes and HTML-significant characters escaped, ASCII
+/// control characters as `\u00XX`, non-printable Unicode as `\uXXXX`.
 pub(crate) fn js_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -404,13 +405,8 @@ pub(crate) fn js_escape(s: &str) -> String {
             '>' => out.push_str("\\u003E"),
             '&' => out.push_str("\\u0026"),
             '=' => out.push_str("\\u003D"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20
-                || (c as u32) == 0x7f
-                || (c as u32 >= 0x80 && c.is_control()) =>
-            {
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c if (c as u32) >= 0x80 && !gofmt::is_printable(c) => {
                 out.push_str(&format!("\\u{:04X}", c as u32))
             }
             c => out.push(c),

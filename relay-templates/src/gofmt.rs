@@ -382,7 +382,7 @@ fn quote_char(q: &mut String, c: char, quote: char, ascii: bool) {
 
 /// An approximation of Go's `strconv.IsPrint`: control, format and separator characters
 /// other than the ASCII space are escaped.
-fn is_printable(c: char) -> bool {
+pub(crate) fn is_printable(c: char) -> bool {
     if c.is_control() {
         return false;
     }
