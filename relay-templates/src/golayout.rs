@@ -512,7 +512,12 @@ pub fn parse(layout: &str, value: &str) -> Result<GoTime, String> {
                     if b.len() < 2 || !(b[0] == b'.' || b[0] == b',') || !b[1].is_ascii_digit() {
                         continue;
                     }
-                    let k = 1 + b[1..].iter().take_while(|x| x.is_ascii_digit()).count();
+                    // Go takes at most nine digits here; a tenth is left for the next chunk.
+                    let k = 1 + b[1..]
+                        .iter()
+                        .take(9)
+                        .take_while(|x| x.is_ascii_digit())
+                        .count();
                     nsec = frac_nanos(&v[1..k]);
                     v = &v[k..];
                 } else {
