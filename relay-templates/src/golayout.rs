@@ -512,12 +512,8 @@ pub fn parse(layout: &str, value: &str) -> Result<GoTime, String> {
                     if b.len() < 2 || !(b[0] == b'.' || b[0] == b',') || !b[1].is_ascii_digit() {
                         continue;
                     }
-                    // Go takes at most nine digits here; a tenth is left for the next chunk.
-                    let k = 1 + b[1..]
-                        .iter()
-                        .take(9)
-                        .take_while(|x| x.is_ascii_digit())
-                        .count();
+                    // Current Go takes any number of digits here (Go 1.19 stopped at nine).
+                    let k = 1 + b[1..].iter().take_while(|x| x.is_ascii_digit()).count();
                     nsec = frac_nanos(&v[1..k]);
                     v = &v[k..];
                 } else {
