@@ -391,7 +391,10 @@ impl<'a> Lexer<'a> {
                         None => {
                             return self.err(
                                 start,
-                                format!("invalid syntax: {}", &r[..(i + 2).min(r.len())]),
+                                format!(
+                                    "invalid syntax: {}",
+                                    r.get(..i + 1 + e.len_utf8()).unwrap_or(r)
+                                ),
                             );
                         }
                     }
