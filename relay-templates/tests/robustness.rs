@@ -293,6 +293,20 @@ fn json_strategy() -> impl Strategy<Value = serde_json::Value> {
     })
 }
 
+const LAYOUT_PIECES: &[&str] = &[
+    "2006", "06", "01", "1", "Jan", "January", "02", "2", "_2", "__2", "002", "15", "03", "3",
+    "04", "4", "05", "5", "PM", "pm", "Mon", "Monday", "MST", "Z07:00", "Z0700", "-07:00", "-0700",
+    "-07", ".000", ".999", ",999", "T", "-", ":", " ", "é", "Z", "+", "1", "9", ".", "_",
+];
+
+/// Layouts that carry every field, so formatting then parsing must give the same instant.
+const FULL_LAYOUTS: &[&str] = &[
+    "2006-01-02T15:04:05.999999999Z07:00",
+    "Mon Jan _2 15:04:05.000000000 2006 -0700",
+    "02/01/2006 03:04:05.999999999 PM -07:00:00",
+    "2006 002 15 04 05 .000000000 Z0700",
+];
+
 /// Inputs proptest once found; kept as plain tests because the table of persisted
 /// failures cannot be located for an `autotests = false` integration binary.
 #[test]
@@ -305,6 +319,35 @@ fn regressions_found_by_proptest() {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn go_layouts_round_trip(
+        secs in -2_000_000_000i64..4_000_000_000,
+        nanos in 0u32..1_000_000_000,
+        offset_min in -14 * 60i32..14 * 60,
+        layout in prop::sample::select(FULL_LAYOUTS),
+    ) {
+        use relay_templates::golayout::{format, parse, GoTime};
+        let tz = chrono::FixedOffset::east_opt(offset_min * 60).unwrap();
+        let t = GoTime { time: chrono::DateTime::from_timestamp(secs, nanos).unwrap().with_timezone(&tz), zone: None };
+        let text = format(&t, layout);
+        let back = parse(layout, &text).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        prop_assert_eq!(back.time, t.time, "{}", text);
+    }
+
+    #[test]
+    fn go_layouts_never_panic(
+        layout in prop::collection::vec(prop::sample::select(LAYOUT_PIECES), 0..10),
+        value in prop::collection::vec(prop::sample::select(LAYOUT_PIECES), 0..10),
+    ) {
+        use relay_templates::golayout::{format, parse};
+        let (layout, value) = (layout.concat(), value.concat());
+        if let Ok(t) = parse(&layout, &value) {
+            let _ = format(&t, &layout);
+        }
+        let t = parse("2006-01-02T15:04:05Z07:00", "2024-03-18T10:04:05.123+05:30").unwrap();
+        let _ = format(&t, &value);
+    }
 
     #[test]
     fn structured_bodies_decode_or_explain(body in json_strategy()) {
