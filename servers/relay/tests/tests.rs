@@ -516,3 +516,47 @@ fn the_binary_serves_and_prints_messages() {
             .all(|m| m["target"] == "https://slack.example/api?token=***&channels=C")
     );
 }
+
+#[test]
+fn the_binary_refuses_bad_settings_with_a_reason() {
+    use std::process::Command;
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_event-relay"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, err, _) = run(&[
+        "--telegram-url",
+        "https://x/bot1/sendMessage",
+        "--telegram-message-template",
+        "ok {{.a",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--telegram-message-template: template: telegram-message:1: unclosed action"),
+        "{err}"
+    );
+    let (code, err, _) = run(&[
+        "--telegram-url",
+        "u",
+        "--telegram-message-template",
+        "{{nope}}",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains(r#"function "nope" not defined"#), "{err}");
+    let (code, err, _) = run(&["--bogus", "1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("unknown flag --bogus"), "{err}");
+    let (code, _, out) = run(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("--http-k8s-url"), "{out}");
+    let (code, _, out) = run(&["version"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("event-relay "), "{out}");
+}
