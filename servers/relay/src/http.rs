@@ -1,0 +1,162 @@
+//! The HTTP face: the admission and Alertmanager paths, `/healthz`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use relay_templates::event::{Arrival, InputError, parse_admission, parse_alertmanager};
+use tokio::net::TcpListener;
+
+use crate::App;
+use crate::log::Level;
+
+type Resp = Response<Full<Bytes>>;
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 4 << 20;
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    r
+}
+
+fn text(status: StatusCode, body: String) -> Resp {
+    respond(status, "text/plain; charset=utf-8", body)
+}
+
+fn json(value: serde_json::Value) -> Resp {
+    respond(StatusCode::OK, "application/json", value.to_string())
+}
+
+/// Accepts connections until `shutdown` resolves.
+pub async fn serve_http(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => return,
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    app.log.log(Level::Warn, &format!("accept failed: {e}"), &[]);
+                    continue;
+                }
+            },
+        };
+        let app = Arc::clone(&app);
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let app = Arc::clone(&app);
+                async move { Ok::<_, Infallible>(handle(app, req).await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+enum Route {
+    K8s,
+    Alertmanager,
+}
+
+/// Routes one request.
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    let path = req.uri().path().trim_start_matches('/').to_string();
+    if path == "healthz" {
+        let s = &app.stats;
+        return json(serde_json::json!({
+            "status": "ok",
+            "received": s.received.load(Ordering::Relaxed),
+            "rendered": s.rendered.load(Ordering::Relaxed),
+            "failed": s.failed.load(Ordering::Relaxed),
+            "dropped": s.dropped.load(Ordering::Relaxed),
+        }));
+    }
+    let route = if app.settings.k8s_paths.contains(&path) {
+        Route::K8s
+    } else if app.settings.alertmanager_paths.contains(&path) {
+        Route::Alertmanager
+    } else {
+        return text(StatusCode::NOT_FOUND, format!("no handler for /{path}\n"));
+    };
+    if req.method() != Method::POST {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n".into());
+    }
+    let media_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+    if media_type.as_deref() != Some("application/json") {
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid Content-Type, expect application/json\n".into(),
+        );
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("body larger than {MAX_BODY} bytes\n"),
+                );
+            }
+            return text(StatusCode::BAD_REQUEST, format!("cannot read body: {e}\n"));
+        }
+    };
+    let arrival = Arrival {
+        channel: path.clone(),
+        now: (app.clock)(),
+        time_format: app.settings.time_format.clone(),
+    };
+    let bad = |e: InputError| {
+        app.log
+            .log(Level::Debug, &format!("/{path}: bad request: {e}"), &[]);
+        text(StatusCode::BAD_REQUEST, format!("{e}\n"))
+    };
+    match route {
+        Route::K8s => match parse_admission(&body, &arrival) {
+            Ok(review) => {
+                let answer = review.response();
+                match review.event {
+                    // Dry runs are not real changes; the API server may send them repeatedly.
+                    Some(_) if review.dry_run => {}
+                    Some(ev) => app.dispatch(vec![ev]),
+                    None => {}
+                }
+                json(answer)
+            }
+            Err(e) => bad(e),
+        },
+        Route::Alertmanager => match parse_alertmanager(&body, &arrival) {
+            Ok(events) => {
+                app.dispatch(events);
+                json(serde_json::json!({"Message": "OK"}))
+            }
+            Err(e) => bad(e),
+        },
+    }
+}

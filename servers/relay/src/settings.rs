@@ -1,0 +1,378 @@
+//! Settings from the command line and `EVENTS_*` environment variables, in the original
+//! relay's spellings. A flag overrides its environment variable (`--http-listen` <-
+//! `EVENTS_HTTP_LISTEN`); both spellings of the Telegram options are accepted.
+
+use std::collections::HashMap;
+
+/// A settings error, reported before the server starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// A flag this relay does not know.
+    #[error("unknown flag --{0} (see --help)")]
+    UnknownFlag(String),
+    /// A flag without its value.
+    #[error("flag --{0} needs a value")]
+    MissingValue(String),
+    /// A value that does not parse.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Flags taking a value; the environment variable is `EVENTS_` + upper snake case.
+const FLAGS: &[&str] = &[
+    "http-listen",
+    "http-k8s-url",
+    "http-alertmanager-url",
+    "template-time-format",
+    "stdout-format",
+    "stdout-level",
+    "stdout-template",
+    "telegram-url",
+    "telegram-out-id-token",
+    "telegram-out-chat-id",
+    "telegram-message-template",
+    "telegram-out-message",
+    "telegram-selector-template",
+    "telegram-timeout",
+    "telegram-alert-expression",
+    "telegram-disable-notification",
+    "slack-url",
+    "slack-message-template",
+    "slack-selector-template",
+    "slack-timeout",
+    "slack-alert-expression",
+    "workchat-url",
+    "workchat-message-template",
+    "workchat-selector-template",
+    "workchat-timeout",
+    "workchat-alert-expression",
+    "workchat-notification-type",
+    "grafana-url",
+    "grafana-api-key",
+];
+
+/// Which chat product a channel talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    /// Telegram Bot API.
+    Telegram,
+    /// Slack.
+    Slack,
+    /// Workplace chat.
+    Workchat,
+}
+
+impl ChannelKind {
+    /// The prefix of its flags and template names (`telegram-message`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ChannelKind::Telegram => "telegram",
+            ChannelKind::Slack => "slack",
+            ChannelKind::Workchat => "workchat",
+        }
+    }
+}
+
+/// One configured chat channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channel {
+    /// The product.
+    pub kind: ChannelKind,
+    /// Default target URL (a selector may choose others).
+    pub url: String,
+    /// Message template: a file path if such a file exists, else the template text.
+    pub message_template: String,
+    /// Selector template (same rule), empty for none.
+    pub selector_template: String,
+    /// The output's options as `getVar` sees them (`URL`, `Timeout`, ...).
+    pub vars: HashMap<String, String>,
+}
+
+/// How stdout lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdoutFormat {
+    /// `time level message key=value...`
+    Text,
+    /// One JSON object per line.
+    Json,
+    /// `EVENTS_STDOUT_TEMPLATE` over `{msg, time, level, file, ...}`.
+    Template,
+}
+
+/// Everything the relay needs to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `host:port` to listen on (`:8081` means all interfaces).
+    pub http_listen: String,
+    /// Paths (without the leading `/`) accepting admission reviews.
+    pub k8s_paths: Vec<String>,
+    /// Paths accepting Alertmanager notifications.
+    pub alertmanager_paths: Vec<String>,
+    /// Go layout of the event `time` field and of `timeFormat` input.
+    pub time_format: String,
+    /// stdout line format.
+    pub stdout_format: StdoutFormat,
+    /// Lowest level written (`debug`, `info`, `warn`, `error`, `panic`).
+    pub stdout_level: String,
+    /// Template for [`StdoutFormat::Template`].
+    pub stdout_template: String,
+    /// Enabled chat channels.
+    pub channels: Vec<Channel>,
+}
+
+fn paths(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|p| p.trim().trim_start_matches('/').to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+impl Settings {
+    /// Reads settings from `args` (without the program name and without `--help`/`version`,
+    /// which the binary handles) and `env`.
+    pub fn parse(
+        args: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Settings, SettingsError> {
+        let mut given: HashMap<&'static str, String> = HashMap::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            let Some(flag) = a.strip_prefix("--") else {
+                return Err(SettingsError::Invalid(format!("unexpected argument {a:?}")));
+            };
+            let (name, inline) = match flag.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (flag, None),
+            };
+            let Some(known) = FLAGS.iter().find(|f| **f == name) else {
+                return Err(SettingsError::UnknownFlag(name.to_string()));
+            };
+            let value = match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    args.get(i)
+                        .cloned()
+                        .ok_or_else(|| SettingsError::MissingValue(name.to_string()))?
+                }
+            };
+            given.insert(known, value);
+            i += 1;
+        }
+        let get = |name: &str, default: &str| -> String {
+            if let Some(v) = given.get(name) {
+                return v.clone();
+            }
+            let key = format!("EVENTS_{}", name.to_uppercase().replace('-', "_"));
+            match env(&key) {
+                Some(v) if !v.is_empty() => v,
+                _ => default.to_string(),
+            }
+        };
+        let stdout_format = match get("stdout-format", "text").as_str() {
+            "text" => StdoutFormat::Text,
+            "json" => StdoutFormat::Json,
+            "template" => StdoutFormat::Template,
+            other => {
+                return Err(SettingsError::Invalid(format!(
+                    "--stdout-format {other:?}: expected text, json or template"
+                )));
+            }
+        };
+        let stdout_level = get("stdout-level", "info");
+        if !["debug", "info", "warn", "error", "panic"].contains(&stdout_level.as_str()) {
+            return Err(SettingsError::Invalid(format!(
+                "--stdout-level {stdout_level:?}: expected debug, info, warn, error or panic"
+            )));
+        }
+        let mut channels = Vec::new();
+        for kind in [
+            ChannelKind::Telegram,
+            ChannelKind::Slack,
+            ChannelKind::Workchat,
+        ] {
+            let n = kind.name();
+            let mut url = get(&format!("{n}-url"), "");
+            let mut message = get(&format!("{n}-message-template"), "");
+            if kind == ChannelKind::Telegram {
+                // The newer spelling: bot token and chat id instead of a full URL.
+                let token = get("telegram-out-id-token", "");
+                let chat = get("telegram-out-chat-id", "");
+                if url.is_empty() && !token.is_empty() {
+                    if chat.is_empty() {
+                        return Err(SettingsError::Invalid(
+                            "--telegram-out-id-token needs --telegram-out-chat-id".into(),
+                        ));
+                    }
+                    url = format!("https://api.telegram.org/bot{token}/sendMessage?chat_id={chat}");
+                }
+                if message.is_empty() {
+                    message = get("telegram-out-message", "");
+                }
+            }
+            if url.is_empty() {
+                continue;
+            }
+            if message.is_empty() {
+                return Err(SettingsError::Invalid(format!(
+                    "--{n}-url is set but --{n}-message-template is empty: nothing to send"
+                )));
+            }
+            let selector = get(&format!("{n}-selector-template"), "");
+            let mut vars = HashMap::from([
+                ("URL".to_string(), url.clone()),
+                ("MessageTemplate".to_string(), message.clone()),
+                ("SelectorTemplate".to_string(), selector.clone()),
+                ("Timeout".to_string(), get(&format!("{n}-timeout"), "30")),
+                (
+                    "AlertExpression".to_string(),
+                    get(&format!("{n}-alert-expression"), "g0.expr"),
+                ),
+            ]);
+            match kind {
+                ChannelKind::Telegram => {
+                    vars.insert(
+                        "DisableNotification".into(),
+                        get("telegram-disable-notification", "false"),
+                    );
+                }
+                ChannelKind::Workchat => {
+                    vars.insert(
+                        "NotificationType".into(),
+                        get("workchat-notification-type", "REGULAR"),
+                    );
+                }
+                ChannelKind::Slack => {}
+            }
+            channels.push(Channel {
+                kind,
+                url,
+                message_template: message,
+                selector_template: selector,
+                vars,
+            });
+        }
+        Ok(Settings {
+            http_listen: get("http-listen", ":80"),
+            k8s_paths: paths(&get("http-k8s-url", "")),
+            alertmanager_paths: paths(&get("http-alertmanager-url", "")),
+            time_format: get(
+                "template-time-format",
+                relay_templates::relay::DEFAULT_TIME_FORMAT,
+            ),
+            stdout_format,
+            stdout_level,
+            stdout_template: get("stdout-template", "{{.file}} {{.msg}}"),
+            channels,
+        })
+    }
+
+    /// The socket address to bind: Go's `:8081` means every interface.
+    pub fn listen_addr(&self) -> String {
+        if self.http_listen.starts_with(':') {
+            format!("0.0.0.0{}", self.http_listen)
+        } else {
+            self.http_listen.clone()
+        }
+    }
+}
+
+/// Usage text for `--help`.
+pub const USAGE: &str =
+    "event-relay: renders admission reviews and Alertmanager alerts through Go templates
+
+Flags (each also read from EVENTS_<FLAG_IN_UPPER_SNAKE_CASE>; a flag wins over its variable):
+  --http-listen :80                 listen address
+  --http-k8s-url /k8s               comma-separated paths for admission reviews
+  --http-alertmanager-url /am       comma-separated paths for Alertmanager notifications
+  --template-time-format LAYOUT     Go layout of event times (default 2006-01-02T15:04:05.999Z)
+  --stdout-format text|json|template, --stdout-level, --stdout-template
+  --telegram-url URL | --telegram-out-id-token T --telegram-out-chat-id C
+  --telegram-message-template T | --telegram-out-message T, --telegram-selector-template T
+  --slack-url URL --slack-message-template T [--slack-selector-template T]
+  --workchat-url URL --workchat-message-template T [--workchat-selector-template T]
+A template option is a file path when such a file exists, else the template text itself.
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::parse(&args, &move |k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn flags_override_environment() {
+        let s = parse(
+            &["--http-listen", ":8081", "--http-k8s-url=/k8s,/kube"],
+            &[
+                ("EVENTS_HTTP_LISTEN", ":9"),
+                ("EVENTS_HTTP_ALERTMANAGER_URL", "/alertmanager"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.listen_addr(), "0.0.0.0:8081");
+        assert_eq!(s.k8s_paths, ["k8s", "kube"]);
+        assert_eq!(s.alertmanager_paths, ["alertmanager"]);
+        assert!(s.channels.is_empty());
+    }
+
+    #[test]
+    fn both_telegram_spellings() {
+        let a = parse(
+            &[
+                "--telegram-out-id-token",
+                "1:x",
+                "--telegram-out-chat-id",
+                "-5",
+                "--telegram-out-message",
+                "m",
+            ],
+            &[],
+        )
+        .unwrap();
+        let b = parse(
+            &[],
+            &[
+                (
+                    "EVENTS_TELEGRAM_URL",
+                    "https://api.telegram.org/bot1:x/sendMessage?chat_id=-5",
+                ),
+                ("EVENTS_TELEGRAM_MESSAGE_TEMPLATE", "m"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(a.channels, b.channels);
+        assert_eq!(
+            a.channels[0].vars["URL"],
+            "https://api.telegram.org/bot1:x/sendMessage?chat_id=-5"
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_explained() {
+        assert_eq!(
+            parse(&["--nope", "1"], &[]).unwrap_err(),
+            SettingsError::UnknownFlag("nope".into())
+        );
+        assert_eq!(
+            parse(&["--http-listen"], &[]).unwrap_err(),
+            SettingsError::MissingValue("http-listen".into())
+        );
+        assert!(
+            parse(&["--slack-url", "u"], &[])
+                .unwrap_err()
+                .to_string()
+                .contains("--slack-message-template is empty")
+        );
+        assert!(parse(&[], &[("EVENTS_STDOUT_FORMAT", "xml")]).is_err());
+    }
+}
