@@ -115,3 +115,50 @@ pub fn prepare<'c>(
     let valid = validate(ep, &params, ctx).map_err(ApiError::validation)?;
     Ok((ep, valid))
 }
+
+/// Shared by the `trading_params` fuzz target and the tests that replay its corpus, so the
+/// corpus exercises exactly what the fuzzer does.
+///
+/// Input layout: byte 0 picks the endpoint (modulo the catalogue size); byte 1 picks the
+/// method (bit 0: 0 = POST, 1 = GET) and the content type (bits 1-2: JSON, form, none);
+/// the rest is the raw query string, a `\n`, and the raw body.
+#[doc(hidden)]
+pub fn fuzz_entry(data: &[u8]) {
+    let cat = Catalogue::builtin();
+    let ep = &cat.endpoints()[usize::from(data.first().copied().unwrap_or(0)) % cat.len()];
+    let flags = data.get(1).copied().unwrap_or(0);
+    let rest = data.get(2..).unwrap_or(&[]);
+    let (query, body) = match rest.iter().position(|&b| b == b'\n') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &[][..]),
+    };
+    let query = String::from_utf8_lossy(query);
+    let req = Request {
+        method: if flags & 1 == 0 { "POST" } else { "GET" },
+        path: &ep.path,
+        query: &query,
+        content_type: match (flags >> 1) % 3 {
+            0 => Some("application/json"),
+            1 => Some("application/x-www-form-urlencoded"),
+            _ => None,
+        },
+        body,
+    };
+    match prepare(cat, &req, &Context::default()) {
+        Ok((ep, valid)) => {
+            for p in ep.parameters.iter().filter(|p| p.required) {
+                assert!(valid.get(&p.name).is_some(), "required {} absent", p.name);
+            }
+            if let Some(page) = Page::of(ep, &valid) {
+                assert!(page.limit >= 1 && page.limit <= MAX_LIMIT && page.pagenumber >= 1);
+            }
+        }
+        Err(e) => {
+            let body = failure(&e, Meta::new(&ep.path, ep.auth_required, 0));
+            assert_eq!(body["meta"]["status"], e.status);
+            if let Some(v) = &e.validation {
+                assert!(!v.is_empty());
+            }
+        }
+    }
+}
