@@ -656,3 +656,13 @@ proptest! {
         trading_model::fuzz_entry(&data);
     }
 }
+
+#[test]
+fn docs_list_every_endpoint() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/trading-api.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    for ep in cat().endpoints() {
+        let row = format!("| `{}`", ep.path);
+        assert!(doc.contains(&row), "docs/trading-api.md lacks {}", ep.path);
+    }
+}
