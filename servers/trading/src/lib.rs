@@ -1,0 +1,323 @@
+//! HTTP shell of the trading API v2 sandbox (bin `trading-api`).
+//!
+//! It wires `trading-model` to hyper: every catalogue path is served under `/api/v2/`,
+//! each request goes through routing, authentication, body reading and validation, and
+//! every answer (success or error) is the `{data, meta}` envelope with `meta.status` equal
+//! to the HTTP status. `/api/v2/openapi.json` serves the generated OpenAPI document.
+//!
+//! What it does not do yet: there is no key store, so endpoints that need a key answer
+//! 2001 (no `Key` header) or 2000 (unknown key); no persistence and no rate limits; the
+//! endpoints without a handler answer 501 with code 5100 after validation.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use trading_model::{
+    ApiError, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure, prepare,
+    success,
+};
+
+mod handlers;
+
+/// Source of the current time in milliseconds since the Unix epoch; injectable for tests.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    })
+}
+
+/// Server settings.
+#[derive(Clone)]
+pub struct Settings {
+    /// Largest request body accepted (413 above it).
+    pub max_body_bytes: usize,
+    /// Time a client gets to send its request headers, and separately its body.
+    pub read_timeout: Duration,
+    /// Time open connections get to finish after shutdown is requested.
+    pub grace: Duration,
+    /// Exchange codes accepted where the catalogue asks for `is_supported_exchange`.
+    pub exchanges: Vec<String>,
+    /// Clock for `meta.ms` / `meta.time` and time-based answers.
+    pub clock: Clock,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            max_body_bytes: 1 << 20,
+            read_timeout: Duration::from_secs(30),
+            grace: Duration::from_secs(10),
+            exchanges: handlers::DEFAULT_EXCHANGES
+                .iter()
+                .map(|(code, _)| (*code).to_owned())
+                .collect(),
+            clock: system_clock(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("read_timeout", &self.read_timeout)
+            .field("grace", &self.grace)
+            .field("exchanges", &self.exchanges)
+            .finish_non_exhaustive()
+    }
+}
+
+struct App {
+    settings: Settings,
+    cat: &'static Catalogue,
+    openapi: Bytes,
+    requests: AtomicU64,
+    boot_ms: u64,
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then lets open connections
+/// finish for up to `settings.grace`.
+pub async fn serve(
+    listener: TcpListener,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let cat = Catalogue::builtin();
+    let openapi = serde_json::to_vec(&trading_model::openapi(cat, None)).unwrap_or_default();
+    let app = Arc::new(App {
+        boot_ms: (settings.clock)(),
+        settings,
+        cat,
+        openapi: Bytes::from(openapi),
+        requests: AtomicU64::new(0),
+    });
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(app.settings.read_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                // Transient accept errors (e.g. too many open files) must not end the server.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(handle(&app, req, remote).await) }
+        });
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // A client that breaks the protocol or disconnects only ends its own connection.
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(app.settings.grace, graceful.shutdown()).await;
+    Ok(())
+}
+
+fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(bytes)));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+async fn handle(
+    app: &App,
+    req: http::Request<Incoming>,
+    _remote: SocketAddr,
+) -> Response<Full<Bytes>> {
+    let started = Instant::now();
+    let n = app.requests.fetch_add(1, Ordering::Relaxed);
+    let request_id = format!("{:x}-{n}", app.boot_ms);
+    let now = (app.settings.clock)();
+    let raw_path = req.uri().path().to_owned();
+    let endpoint_path = raw_path
+        .strip_prefix(PREFIX)
+        .unwrap_or(&raw_path)
+        .to_owned();
+    let ep = app.cat.route(req.method().as_str(), &endpoint_path).ok();
+    let meta = |ep: Option<&Endpoint>| {
+        Meta::new(
+            ep.map_or(endpoint_path.as_str(), |e| e.path.as_str()),
+            ep.is_some_and(|e| e.auth_required),
+            now,
+        )
+        .request_id(request_id.clone())
+    };
+    let finish = |mut resp: Response<Full<Bytes>>| {
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            resp.headers_mut().insert("x-request-id", v);
+        }
+        resp
+    };
+
+    if raw_path == "/api/v2/openapi.json" && req.method() == http::Method::GET {
+        let mut resp = Response::new(Full::new(app.openapi.clone()));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return finish(resp);
+    }
+
+    let fail = |err: ApiError, ep: Option<&Endpoint>| {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let body = failure(&err, meta(ep).process_micros(micros));
+        let mut resp = json_response(err.status, &body);
+        if err.status == 405 {
+            if let Some(known) = app.cat.get(endpoint_path.trim_end_matches('/')) {
+                let allow: Vec<&str> = known.methods.iter().map(|m| m.as_str()).collect();
+                if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
+                    resp.headers_mut().insert(header::ALLOW, v);
+                }
+            }
+        }
+        resp
+    };
+
+    if !raw_path.starts_with(PREFIX) {
+        let err = ApiError::new(ErrorCode::UnknownEndpoint).with_message(format!(
+            "Unknown endpoint {raw_path:?}; the API lives under {PREFIX}."
+        ));
+        return finish(fail(err, None));
+    }
+    let Some(ep) = ep else {
+        // Let the model produce the exact 404/405 answer.
+        let probe = Request {
+            method: req.method().as_str(),
+            path: &endpoint_path,
+            query: "",
+            content_type: None,
+            body: b"",
+        };
+        let ctx = Context::default();
+        let err = match prepare(app.cat, &probe, &ctx) {
+            Err(e) => e,
+            Ok(_) => ApiError::new(ErrorCode::UnknownEndpoint),
+        };
+        return finish(fail(err, None));
+    };
+
+    if let Err(e) = check_auth(ep, req.headers()) {
+        return finish(fail(e, Some(ep)));
+    }
+
+    let method = req.method().as_str().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = if method == "POST" {
+        match read_body(req.into_body(), &app.settings).await {
+            Ok(b) => b,
+            Err(e) => return finish(fail(e, Some(ep))),
+        }
+    } else {
+        Bytes::new()
+    };
+
+    let request = Request {
+        method: &method,
+        path: &ep.path,
+        query: &query,
+        content_type: content_type.as_deref(),
+        body: &body,
+    };
+    let ctx = Context {
+        exchanges: Some(&app.settings.exchanges),
+    };
+    let valid = match prepare(app.cat, &request, &ctx) {
+        Ok((_, valid)) => valid,
+        Err(e) => return finish(fail(e, Some(ep))),
+    };
+    let env = handlers::Env {
+        cat: app.cat,
+        now_ms: now,
+        exchanges: &app.settings.exchanges,
+    };
+    match handlers::call(ep, &valid, &env) {
+        Ok(data) => {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let body = success(data, meta(Some(ep)).process_micros(micros));
+            finish(json_response(200, &body))
+        }
+        Err(e) => finish(fail(e, Some(ep))),
+    }
+}
+
+/// The key store arrives in a later step; until then no key is valid, which is the honest
+/// answer for a server that has issued none.
+fn check_auth(ep: &Endpoint, headers: &HeaderMap) -> Result<(), ApiError> {
+    if !ep.auth_required {
+        return Ok(());
+    }
+    let key = headers
+        .get("key")
+        .map(|v| v.as_bytes())
+        .filter(|k| !k.iter().all(u8::is_ascii_whitespace));
+    match key {
+        None => Err(ApiError::new(ErrorCode::MissingKey)),
+        Some(_) => Err(ApiError::new(ErrorCode::InvalidKey)),
+    }
+}
+
+async fn read_body(body: Incoming, settings: &Settings) -> Result<Bytes, ApiError> {
+    let limited = Limited::new(body, settings.max_body_bytes);
+    match tokio::time::timeout(settings.read_timeout, limited.collect()).await {
+        Err(_) => Err(ApiError::new(ErrorCode::MissingInformation)
+            .with_status(408)
+            .with_message("The request body did not arrive in time.")),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::new(ErrorCode::MissingInformation)
+                .with_status(413)
+                .with_message(format!(
+                    "The request body is larger than {} bytes.",
+                    settings.max_body_bytes
+                )))
+        }
+        Ok(Err(_)) => Err(ApiError::new(ErrorCode::MissingInformation)
+            .with_message("The request body could not be read.")),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}

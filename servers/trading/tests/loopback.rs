@@ -1,0 +1,354 @@
+//! The real server on 127.0.0.1:0, driven over TCP with hand-written HTTP/1.1 requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use trading_model::Catalogue;
+use trading_server::{Settings, serve};
+
+const NOW: u64 = 1_592_207_324_028;
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start(settings: Settings) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let done = tokio::spawn(serve(listener, settings, async {
+        let _ = rx.await;
+    }));
+    Server {
+        addr,
+        stop: Some(tx),
+        done,
+    }
+}
+
+fn fixed_clock() -> Settings {
+    Settings {
+        clock: Arc::new(|| NOW),
+        ..Settings::default()
+    }
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+async fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("server answered in time")
+        .unwrap();
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    Reply {
+        status,
+        head,
+        body: buf[split + 4..].to_vec(),
+    }
+}
+
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut req = format!(
+        "{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    raw(addr, &bytes).await
+}
+
+const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+
+/// The envelope invariants every answer must keep.
+fn envelope(r: &Reply, endpoint: &str) -> Value {
+    let v = r.json();
+    assert_eq!(v["meta"]["status"], r.status, "{v}");
+    assert_eq!(v["meta"]["endpoint"], endpoint, "{v}");
+    assert_eq!(v["meta"]["api_version"], 2);
+    assert_eq!(
+        r.header("content-type").as_deref(),
+        Some("application/json")
+    );
+    assert!(v.get("data").is_some());
+    v
+}
+
+#[tokio::test]
+async fn system_endpoints_answer_with_the_envelope() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/system/timestamp", &[], b"").await;
+    assert_eq!(r.status, 200);
+    let v = envelope(&r, "system/timestamp");
+    assert_eq!(v["data"]["milliseconds"], NOW);
+    assert_eq!(v["data"]["seconds"], NOW / 1000);
+    assert_eq!(v["meta"]["ms"], NOW);
+    assert_eq!(v["meta"]["uid"], -1);
+    assert!(r.header("x-request-id").is_some());
+
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[FORM],
+        b"milliseconds=1592207324000",
+    )
+    .await;
+    let v = envelope(&r, "system/ping");
+    assert_eq!(v["data"]["difference"], 28);
+
+    for path in ["system/endpoints", "system/ep"] {
+        let r = call(s.addr, "GET", &format!("/api/v2/{path}"), &[], b"").await;
+        let v = envelope(&r, path);
+        assert_eq!(v["data"].as_array().unwrap().len(), 180);
+    }
+    let r = call(
+        s.addr,
+        "GET",
+        "/api/v2/system/list-validation-functions",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(
+        envelope(&r, "system/list-validation-functions")["data"][0],
+        "js_millisecond_update"
+    );
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/no/such", &[], b"").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(envelope(&r, "no/such")["data"]["code"], 2500);
+    let r = call(s.addr, "GET", "/elsewhere", &[], b"").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["data"]["code"], 2500);
+    let r = call(s.addr, "GET", "/api/v2/system/ping", &[], b"").await;
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow").as_deref(), Some("POST"));
+    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2500);
+    let r = call(s.addr, "DELETE", "/api/v2/system/symbols", &[], b"").await;
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow").as_deref(), Some("POST, GET"));
+}
+
+#[tokio::test]
+async fn validation_over_the_wire() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "POST", "/api/v2/public/match-pair", &[FORM], b"").await;
+    assert_eq!(r.status, 422);
+    let v = envelope(&r, "public/match-pair");
+    assert_eq!(v["data"]["code"], 1440);
+    assert_eq!(v["missing_parameters"], serde_json::json!(["code"]));
+    assert_eq!(v["incorrect_value_lengths"], serde_json::json!([]));
+
+    // The query string wins over the body.
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping?milliseconds=1592207324020",
+        &[FORM],
+        b"milliseconds=5",
+    )
+    .await;
+    assert_eq!(
+        envelope(&r, "system/ping")["data"]["your_sent_ms"],
+        1_592_207_324_020i64
+    );
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping?milliseconds=x",
+        &[FORM],
+        b"milliseconds=5",
+    )
+    .await;
+    assert_eq!(r.status, 422);
+
+    // JSON bodies.
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "application/json")],
+        br#"{"milliseconds": 1592207324000}"#,
+    )
+    .await;
+    assert_eq!(envelope(&r, "system/ping")["data"]["difference"], 28);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "application/json")],
+        b"{nope",
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2300);
+
+    // Valid parameters on an endpoint without a handler yet: 501, never a 200 that lies.
+    let r = call(
+        s.addr,
+        "GET",
+        "/api/v2/public/match-pair?code=btcusdt",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 501);
+    assert_eq!(envelope(&r, "public/match-pair")["data"]["code"], 5100);
+}
+
+#[tokio::test]
+async fn endpoints_that_need_a_key() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/subscriptions/details", &[], b"").await;
+    assert_eq!(r.status, 401);
+    let v = envelope(&r, "subscriptions/details");
+    assert_eq!(v["data"]["code"], 2001);
+    assert_eq!(v["data"]["error"], "Missing Key");
+    assert_eq!(v["meta"]["auth_required"], true);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/user/close-account",
+        &[("Key", "abc")],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2000);
+}
+
+#[tokio::test]
+async fn every_catalogue_path_is_routed() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/openapi.json", &[], b"").await;
+    assert_eq!(r.status, 200);
+    let doc = r.json();
+    let paths = doc["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), Catalogue::builtin().len());
+    for ep in Catalogue::builtin().endpoints() {
+        let target = format!("/api/v2/{}", ep.path);
+        assert!(paths.contains_key(&target));
+        for m in &ep.methods {
+            let r = call(s.addr, m.as_str(), &target, &[FORM], b"").await;
+            assert!(
+                r.status != 404 && r.status != 405 && r.status < 600,
+                "{target}: {}",
+                r.status
+            );
+            envelope(&r, &ep.path);
+        }
+    }
+}
+
+#[tokio::test]
+async fn hostile_input_gets_an_answer_not_a_hang() {
+    let settings = Settings {
+        max_body_bytes: 64,
+        read_timeout: Duration::from_millis(300),
+        ..fixed_clock()
+    };
+    let s = start(settings).await;
+    let big = vec![b'a'; 100];
+    let r = call(s.addr, "POST", "/api/v2/system/ping", &[FORM], &big).await;
+    assert_eq!(r.status, 413);
+    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2300);
+
+    // A body that never arrives.
+    let r = raw(s.addr, b"POST /api/v2/system/ping HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nConnection: close\r\n\r\nabc").await;
+    assert_eq!(r.status, 408);
+
+    // Not HTTP at all.
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"\x00\x01garbage\r\n\r\n").await.unwrap();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf))
+        .await
+        .expect("closed in time");
+    assert!(n.is_ok());
+
+    // Headers that never finish.
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"GET /api/v2/system/timestamp HTTP/1.1\r\nHost:")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf))
+        .await
+        .expect("closed in time")
+        .ok();
+
+    // Percent-garbage in the query string is just a bad value.
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping?milliseconds=%ff%00",
+        &[FORM],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 422);
+}
+
+#[tokio::test]
+async fn shutdown_ends_serve() {
+    let mut s = start(fixed_clock()).await;
+    assert_eq!(
+        call(s.addr, "GET", "/api/v2/system/timestamp", &[], b"")
+            .await
+            .status,
+        200
+    );
+    s.stop.take().unwrap().send(()).unwrap();
+    let res = tokio::time::timeout(Duration::from_secs(5), &mut s.done)
+        .await
+        .expect("serve returned");
+    res.unwrap().unwrap();
+    assert!(TcpStream::connect(s.addr).await.is_err(), "listener closed");
+}
