@@ -7,11 +7,11 @@
 //! records ([`endpoint_records`]) and the OpenAPI document ([`openapi`]) are all derived
 //! from it, so they agree by construction. The envelope builders ([`success`],
 //! [`failure`], [`Meta`]) produce the `{data, meta}` answers with `meta.status` equal to
-//! the HTTP status.
+//! the HTTP status. [`auth`] checks the SDKs' HS256 tokens, nonces and the strict mode.
 //!
-//! What it deliberately does not do: no sockets, no HTTP types, no clock reads, no storage,
-//! no authentication and no rate limiting. Time is passed in as milliseconds; the server
-//! crate owns everything with side effects.
+//! What it deliberately does not do: no sockets, no HTTP types, no clock reads, no storage
+//! (so no key store and no nonce memory) and no rate limiting. Time, secrets and the last
+//! nonce are passed in; the server crate owns everything with side effects.
 //!
 //! ```
 //! use trading_model::{Catalogue, Context, Request, prepare};
@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 mod catalogue;
 mod describe;
 mod envelope;
@@ -160,5 +161,25 @@ pub fn fuzz_entry(data: &[u8]) {
                 assert!(!v.is_empty());
             }
         }
+    }
+}
+
+/// Shared by the `trading_token` fuzz target and its corpus replay test: parses an
+/// `Authorization` value, then runs signature, nonce and strict checks on whatever parsed.
+#[doc(hidden)]
+pub fn fuzz_token(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(token) = auth::Token::parse(&text) {
+        let _ = token.verify(b"fuzz-secret");
+        if let Ok(n) = token.nonce() {
+            let _ = auth::check_nonce(n, Some(n / 2), 1_592_207_324_028);
+        }
+        let signed = auth::Signed {
+            method: "POST",
+            path: "system/ping",
+            query: "",
+            body: data,
+        };
+        let _ = token.check_strict(&signed, 1_592_207_324_028);
     }
 }

@@ -666,3 +666,22 @@ fn docs_list_every_endpoint() {
         assert!(doc.contains(&row), "docs/trading-api.md lacks {}", ep.path);
     }
 }
+
+#[test]
+fn token_fuzz_corpus_replays() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/trading_token");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        trading_model::fuzz_token(&std::fs::read(entry.unwrap().path()).unwrap());
+        n += 1;
+    }
+    assert!(n >= 5, "corpus too small: {n}");
+}
+
+proptest! {
+    #[test]
+    fn token_checks_never_panic(s in "[A-Za-z0-9_=.-]{0,200}", raw in proptest::collection::vec(any::<u8>(), 0..200)) {
+        trading_model::fuzz_token(s.as_bytes());
+        trading_model::fuzz_token(&raw);
+    }
+}
