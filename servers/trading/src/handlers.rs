@@ -20,6 +20,7 @@ pub(crate) struct Env<'a> {
     pub cat: &'a Catalogue,
     pub now_ms: u64,
     pub exchanges: &'a [String],
+    pub caller: Option<&'a crate::Caller>,
 }
 
 pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env<'_>) -> Result<Value, ApiError> {
@@ -54,6 +55,10 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env<'_>) -> Result<Value,
         "system/status" => json!([
             {"name": "api", "status": "running", "last_checked": now, "issues": "None"}
         ]),
+        "subscriptions/details" => match env.caller {
+            Some(c) => plan_details(&c.plan),
+            None => return Err(ApiError::new(ErrorCode::MissingKey)),
+        },
         "user/close-account" => return Err(ApiError::new(ErrorCode::CloseAccountOnWebsite)),
         _ => {
             return Err(ApiError::new(ErrorCode::EmptyData)
@@ -63,5 +68,43 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env<'_>) -> Result<Value,
                     ep.path
                 )));
         }
+    })
+}
+
+/// `subscriptions/details` for a plan. Every plan currently gets the limits of the
+/// documented free plan; only name, id and request rate come from the store.
+fn plan_details(plan: &crate::store::Plan) -> Value {
+    json!({
+        "subscription": {"pro_version": false, "enabled": true, "name": plan.name, "price": 0},
+        "user_settings": {
+            "enabled": true, "twofactor": false, "private_hosting": false,
+            "private_hive": false, "api_access": true, "ratelimit": {"ms": 1000},
+        },
+        "strategies": {
+            "enabled": true, "commissions": 0.002, "orderbook_refresh": 500,
+            "liquidity_check_maximum": 100, "algos_excluded": [],
+            "maximum": {"strategies": 10, "templates": 3, "concurrent_exchange_api_key": 2, "duration": 21600},
+            "ratelimit": {"orders_per_second": 1},
+            "spread": {"maximum": 30, "minimum": -30},
+            "price_offset": {"maximum": 10, "minimum": -10},
+            "qty_parent": {"maximum": 0.01, "minimum": 0},
+            "qty_child": {"maximum": 0.01, "minimum": 0},
+            "sleep_interval": {"maximum": 30, "minimum": 2},
+            "export": {"transactions_rows": 10000, "maximum_storage_time": 86400},
+            "servers": {
+                "speed_testing": false, "shared_resource": true, "private_resource": false,
+                "locations": {
+                    "private": {"active": [], "inactive": []},
+                    "shared": {"active": ["Singapore"], "inactive": []},
+                },
+            },
+        },
+        "subaccounts": {
+            "enabled": false, "maximum_accounts": 0, "qty_parent": {"maximum": 0},
+            "qty_child": {"minimum": 0}, "exchanges": [], "see_all_strategies": false,
+            "export": false, "exchange_api_keys": {"share_master": false, "add_own": false},
+            "api_access": false, "force_twofactor": false,
+        },
+        "exchange_api_keys": {"enabled": true, "maximum_stored": 3},
     })
 }

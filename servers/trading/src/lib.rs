@@ -5,13 +5,17 @@
 //! every answer (success or error) is the `{data, meta}` envelope with `meta.status` equal
 //! to the HTTP status. `/api/v2/openapi.json` serves the generated OpenAPI document.
 //!
-//! What it does not do yet: there is no key store, so endpoints that need a key answer
-//! 2001 (no `Key` header) or 2000 (unknown key); no persistence and no rate limits; the
-//! endpoints without a handler answer 501 with code 5100 after validation.
+//! Endpoints that need a key authenticate with the original SDKs' `Key` + `Authorization`
+//! headers (see `trading_model::auth`), against keys kept in an SQLite store in the data
+//! directory (`trading-api create-key`). Nonces are remembered per key across restarts.
+//!
+//! What it does not do yet: rate limits, and most account resources: endpoints without a
+//! handler answer 501 with code 5100 after authentication and validation.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,12 +29,16 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::Value;
 use tokio::net::TcpListener;
+use trading_model::auth::{AuthError, Signed, Token, check_nonce};
 use trading_model::{
-    ApiError, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure, prepare,
-    success,
+    ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure,
+    prepare, success,
 };
 
 mod handlers;
+pub mod store;
+
+use store::Store;
 
 /// Source of the current time in milliseconds since the Unix epoch; injectable for tests.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -55,8 +63,10 @@ pub struct Settings {
     pub grace: Duration,
     /// Exchange codes accepted where the catalogue asks for `is_supported_exchange`.
     pub exchanges: Vec<String>,
-    /// Clock for `meta.ms` / `meta.time` and time-based answers.
+    /// Clock for `meta.ms` / `meta.time`, nonces and time-based answers.
     pub clock: Clock,
+    /// Where the store lives; `None` keeps everything in memory (lost at exit).
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -70,6 +80,7 @@ impl Default for Settings {
                 .map(|(code, _)| (*code).to_owned())
                 .collect(),
             clock: system_clock(),
+            data_dir: None,
         }
     }
 }
@@ -81,6 +92,7 @@ impl std::fmt::Debug for Settings {
             .field("read_timeout", &self.read_timeout)
             .field("grace", &self.grace)
             .field("exchanges", &self.exchanges)
+            .field("data_dir", &self.data_dir)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +103,7 @@ struct App {
     openapi: Bytes,
     requests: AtomicU64,
     boot_ms: u64,
+    store: Arc<Store>,
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then lets open connections
@@ -100,6 +113,11 @@ pub async fn serve(
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
+    let store = match &settings.data_dir {
+        Some(dir) => Store::open(dir),
+        None => Store::in_memory(),
+    }
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
     let cat = Catalogue::builtin();
     let openapi = serde_json::to_vec(&trading_model::openapi(cat, None)).unwrap_or_default();
     let app = Arc::new(App {
@@ -108,6 +126,7 @@ pub async fn serve(
         cat,
         openapi: Bytes::from(openapi),
         requests: AtomicU64::new(0),
+        store: Arc::new(store),
     });
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -237,9 +256,12 @@ async fn handle(
         return finish(fail(err, None));
     };
 
-    if let Err(e) = check_auth(ep, req.headers()) {
-        return finish(fail(e, Some(ep)));
+    // Refuse keyless calls before reading their bodies.
+    if ep.auth_required && header_text(req.headers(), "key").is_none() {
+        return finish(fail(AuthError::MissingKey.to_api_error(), Some(ep)));
     }
+    let key = header_text(req.headers(), "key");
+    let authorization = header_text(req.headers(), "authorization");
 
     let method = req.method().as_str().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
@@ -264,6 +286,32 @@ async fn handle(
         content_type: content_type.as_deref(),
         body: &body,
     };
+    let caller = if ep.auth_required {
+        let signed = Signed {
+            method: &method,
+            path: &ep.path,
+            query: &query,
+            body: &body,
+        };
+        match authenticate(app, key, authorization, &signed, now).await {
+            Ok(c) => Some(c),
+            Err(e) => return finish(fail(e, Some(ep))),
+        }
+    } else {
+        None
+    };
+    let meta = |ep: Option<&Endpoint>| match &caller {
+        Some(c) => meta(ep).uid(c.user_id).auth(AuthMeta {
+            rate_limit_minute: c.plan.rate_minute,
+            subscription_id: c.plan.id.clone(),
+            subscription_name: c.plan.name.clone(),
+        }),
+        None => meta(ep),
+    };
+    let fail = |err: ApiError, ep: Option<&Endpoint>| {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        json_response(err.status, &failure(&err, meta(ep).process_micros(micros)))
+    };
     let ctx = Context {
         exchanges: Some(&app.settings.exchanges),
     };
@@ -275,6 +323,7 @@ async fn handle(
         cat: app.cat,
         now_ms: now,
         exchanges: &app.settings.exchanges,
+        caller: caller.as_ref(),
     };
     match handlers::call(ep, &valid, &env) {
         Ok(data) => {
@@ -286,20 +335,67 @@ async fn handle(
     }
 }
 
-/// The key store arrives in a later step; until then no key is valid, which is the honest
-/// answer for a server that has issued none.
-fn check_auth(ep: &Endpoint, headers: &HeaderMap) -> Result<(), ApiError> {
-    if !ep.auth_required {
-        return Ok(());
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// The authenticated caller.
+pub(crate) struct Caller {
+    pub user_id: i64,
+    pub plan: store::Plan,
+}
+
+fn store_error(e: &store::StoreError) -> ApiError {
+    ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
+}
+
+/// Checks, in order: key header, Authorization header, token shape, key known, signature,
+/// nonce shape and clock, strict claims (for strict keys), then advances the nonce. The
+/// nonce is only consumed by a request that passed every other check, so forged requests
+/// cannot burn a client's nonces.
+async fn authenticate(
+    app: &App,
+    key: Option<String>,
+    authorization: Option<String>,
+    signed: &Signed<'_>,
+    now_ms: u64,
+) -> Result<Caller, ApiError> {
+    let key = key.ok_or_else(|| AuthError::MissingKey.to_api_error())?;
+    let authorization =
+        authorization.ok_or_else(|| AuthError::MissingAuthorization.to_api_error())?;
+    let token = Token::parse(&authorization).map_err(|e| e.to_api_error())?;
+    let store = app.store.clone();
+    let k = key.clone();
+    let record = tokio::task::spawn_blocking(move || store.lookup(&k))
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Database))?
+        .map_err(|e| store_error(&e))?
+        .ok_or_else(|| AuthError::InvalidKey.to_api_error())?;
+    token.verify(&record.secret).map_err(|e| e.to_api_error())?;
+    let nonce = token.nonce().map_err(|e| e.to_api_error())?;
+    check_nonce(nonce, None, now_ms).map_err(|e| e.to_api_error())?;
+    if record.strict {
+        token
+            .check_strict(signed, now_ms)
+            .map_err(|e| e.to_api_error())?;
     }
-    let key = headers
-        .get("key")
-        .map(|v| v.as_bytes())
-        .filter(|k| !k.iter().all(u8::is_ascii_whitespace));
-    match key {
-        None => Err(ApiError::new(ErrorCode::MissingKey)),
-        Some(_) => Err(ApiError::new(ErrorCode::InvalidKey)),
+    let store = app.store.clone();
+    let advanced = tokio::task::spawn_blocking(move || store.advance_nonce(&key, nonce))
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Database))?
+        .map_err(|e| store_error(&e))?;
+    if !advanced {
+        return Err(AuthError::NonceTooSmall.to_api_error());
     }
+    Ok(Caller {
+        user_id: record.user_id,
+        plan: record.plan,
+    })
 }
 
 async fn read_body(body: Incoming, settings: &Settings) -> Result<Bytes, ApiError> {

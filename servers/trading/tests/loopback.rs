@@ -9,6 +9,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use trading_model::Catalogue;
+use trading_model::auth::{sha256_hex, sign};
+use trading_server::store::Store;
 use trading_server::{Settings, serve};
 
 const NOW: u64 = 1_592_207_324_028;
@@ -261,7 +263,254 @@ async fn endpoints_that_need_a_key() {
     )
     .await;
     assert_eq!(r.status, 401);
+    assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2100);
+    let token = sign(b"whatever", r#"{"nonce":15922073240280000}"#);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/user/close-account",
+        &[("Key", "abc"), ("Authorization", &token)],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 401);
     assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2000);
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("trading-loopback-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// SDK-style nonce at the fixed clock: 100 ns units, plus a counter so each is larger.
+fn nonce(step: u64) -> u128 {
+    u128::from(NOW) * 10_000 + u128::from(step)
+}
+
+fn legacy_token(secret: &str, n: u128) -> String {
+    sign(secret.as_bytes(), &format!(r#"{{"nonce":{n}}}"#))
+}
+
+#[tokio::test]
+async fn sdk_tokens_against_the_key_store() {
+    let dir = temp_dir("auth");
+    let k = Store::open(&dir)
+        .unwrap()
+        .create_key("alice", "Free", false, NOW)
+        .unwrap();
+    let s = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let addr = s.addr;
+    let get = |token: String| {
+        let key = k.key.clone();
+        async move {
+            call(
+                addr,
+                "GET",
+                "/api/v2/subscriptions/details",
+                &[("Key", &key), ("Authorization", &token)],
+                b"",
+            )
+            .await
+        }
+    };
+
+    let r = get(legacy_token(&k.secret, nonce(1))).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = envelope(&r, "subscriptions/details");
+    assert_eq!(v["meta"]["auth_success"], true);
+    assert_eq!(v["meta"]["rateLimits"]["minute"], 60);
+    assert_eq!(v["meta"]["subscription"]["name"], "Free");
+    assert!(v["meta"]["uid"].as_i64().unwrap() > 0);
+    assert_eq!(v["data"]["exchange_api_keys"]["maximum_stored"], 3);
+
+    // Replayed and older nonces.
+    let r = get(legacy_token(&k.secret, nonce(1))).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(envelope(&r, "subscriptions/details")["data"]["code"], 2011);
+    let r = get(legacy_token(&k.secret, nonce(0))).await;
+    assert_eq!(r.json()["data"]["code"], 2011);
+    // Too far ahead, badly formed, missing.
+    let r = get(legacy_token(&k.secret, nonce(0) + 61 * 10_000_000)).await;
+    assert_eq!(r.json()["data"]["code"], 2014);
+    let r = get(sign(k.secret.as_bytes(), r#"{"nonce":"12345"}"#)).await;
+    assert_eq!(r.json()["data"]["code"], 2012);
+    let r = get(sign(k.secret.as_bytes(), r#"{"n":1}"#)).await;
+    assert_eq!(r.json()["data"]["code"], 2010);
+    // Wrong secret; unreadable token.
+    let r = get(legacy_token("not-the-secret", nonce(5))).await;
+    assert_eq!(r.json()["data"]["code"], 2000);
+    let r = get("garbage".into()).await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["data"]["code"], 1820);
+    // Forged requests did not consume nonces: the next honest one still works.
+    let r = get(legacy_token(&k.secret, nonce(2))).await;
+    assert_eq!(r.status, 200);
+
+    // close-account: validation first, then the documented refusal.
+    let post = |body: &'static [u8], n: u128| {
+        let (key, token) = (k.key.clone(), legacy_token(&k.secret, n));
+        async move {
+            call(
+                addr,
+                "POST",
+                "/api/v2/user/close-account",
+                &[FORM, ("Key", &key), ("Authorization", &token)],
+                body,
+            )
+            .await
+        }
+    };
+    let r = post(b"reason=short", nonce(3)).await;
+    assert_eq!(r.status, 422);
+    let v = envelope(&r, "user/close-account");
+    assert_eq!(v["missing_parameters"], serde_json::json!(["password"]));
+    assert_eq!(
+        v["incorrect_value_lengths"],
+        serde_json::json!(["reason minimum length 10"])
+    );
+    let r = post(b"reason=moving+elsewhere&password=hunter22", nonce(4)).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2750);
+
+    // Nonce memory survives a restart.
+    s.stop.unwrap().send(()).unwrap();
+    s.done.await.unwrap().unwrap();
+    let s2 = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let hdr = |n| legacy_token(&k.secret, n);
+    let r = call(
+        s2.addr,
+        "GET",
+        "/api/v2/subscriptions/details",
+        &[("Key", &k.key), ("Authorization", &hdr(nonce(4)))],
+        b"",
+    )
+    .await;
+    assert_eq!(r.json()["data"]["code"], 2011);
+    let r = call(
+        s2.addr,
+        "GET",
+        "/api/v2/subscriptions/details",
+        &[("Key", &k.key), ("Authorization", &hdr(nonce(9)))],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn strict_keys_sign_the_whole_request() {
+    let dir = temp_dir("strict");
+    let k = Store::open(&dir)
+        .unwrap()
+        .create_key("bob", "Free", true, NOW)
+        .unwrap();
+    let s = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let strict = |n: u128, body: &[u8], path: &str| {
+        let claims = serde_json::json!({
+            "nonce": n, "m": "POST", "p": path, "q": sha256_hex(b""), "b": sha256_hex(body), "ts": NOW,
+        });
+        sign(k.secret.as_bytes(), &claims.to_string())
+    };
+    let path = "/api/v2/user/close-account";
+    let body: &[u8] = b"reason=moving+elsewhere&password=hunter22";
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(1), body, "user/close-account"),
+            ),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    // Same token shape, body changed in flight.
+    let tampered: &[u8] = b"reason=moving+elsewhere&password=hunter23";
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(2), body, "user/close-account"),
+            ),
+        ],
+        tampered,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["data"]["code"], 1820);
+    // Token minted for another path.
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(3), body, "user/active-sessions"),
+            ),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    // A legacy token is not enough for a strict key.
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            ("Authorization", &legacy_token(&k.secret, nonce(4))),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    // The refused attempts consumed nothing: nonce 2 is still usable.
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(2), body, "user/close-account"),
+            ),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

@@ -1,0 +1,357 @@
+//! The embedded SQL store (SQLite, bundled): users, plans and API keys with their nonce
+//! memory. Key secrets are encrypted at rest with ChaCha20-Poly1305 under a master key
+//! kept in the data directory (`master.key`, mode 0600), because HMAC verification needs
+//! the secret itself and a stolen database alone must not reveal it.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite reported an error.
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The data directory or master key file could not be used.
+    #[error("data directory: {0}")]
+    Io(#[from] io::Error),
+    /// `create-key --plan` named a plan that does not exist.
+    #[error("unknown plan {name:?}; known plans: {}", known.join(", "))]
+    UnknownPlan {
+        /// The requested plan.
+        name: String,
+        /// Plans that exist.
+        known: Vec<String>,
+    },
+    /// A secret could not be decrypted (wrong master key or damaged row).
+    #[error(
+        "a stored secret could not be decrypted; is master.key the one the data was written with?"
+    )]
+    Crypto,
+    /// The operating system's random source failed.
+    #[error("random source failed: {0}")]
+    Random(String),
+}
+
+/// A subscription plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Id as reported in `meta.subscription.id`.
+    pub id: String,
+    /// Name as reported in `meta.subscription.name`.
+    pub name: String,
+    /// Requests per minute (`meta.rateLimits.minute`).
+    pub rate_minute: u32,
+}
+
+/// A key as authentication needs it.
+#[derive(Debug, Clone)]
+pub struct KeyRecord {
+    /// Owner's user id (`meta.uid`).
+    pub user_id: i64,
+    /// The decrypted secret.
+    pub secret: Vec<u8>,
+    /// Whether strict-mode tokens are required.
+    pub strict: bool,
+    /// The owner's plan.
+    pub plan: Plan,
+}
+
+/// A freshly created credential pair; the secret is shown once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewKey {
+    /// Value for the `Key` header.
+    pub key: String,
+    /// HMAC secret.
+    pub secret: String,
+}
+
+/// The store. One connection behind a mutex: requests hold it for single short statements.
+pub struct Store {
+    conn: Mutex<Connection>,
+    cipher: ChaCha20Poly1305,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS plans (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    rate_minute INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO plans (id, name, rate_minute) VALUES ('0', 'Free', 60);
+CREATE TABLE IF NOT EXISTS users (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    plan_id TEXT NOT NULL REFERENCES plans(id),
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key TEXT PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id),
+    secret_nonce BLOB NOT NULL,
+    secret_sealed BLOB NOT NULL,
+    strict INTEGER NOT NULL,
+    -- Zero-padded to 20 digits so that text order is numeric order (nonces exceed i64).
+    last_nonce TEXT,
+    created_ms INTEGER NOT NULL
+);
+";
+
+fn random<const N: usize>() -> Result<[u8; N], StoreError> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| StoreError::Random(e.to_string()))?;
+    Ok(b)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn master_key(dir: &Path) -> Result<[u8; 32], StoreError> {
+    let path = dir.join("master.key");
+    let mut opts = fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    match opts.open(&path) {
+        Ok(mut f) => {
+            let key = random::<32>()?;
+            f.write_all(&key)?;
+            f.sync_all()?;
+            Ok(key)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let mut buf = Vec::new();
+            fs::File::open(&path)?.read_to_end(&mut buf)?;
+            <[u8; 32]>::try_from(buf.as_slice()).map_err(|_| {
+                StoreError::Io(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} must hold exactly 32 bytes", path.display()),
+                ))
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        fs::create_dir_all(dir)?;
+        let key = master_key(dir)?;
+        let conn = Connection::open(dir.join("trading.sqlite"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Store::init(conn, key)
+    }
+
+    /// A throw-away store for tests and for running without `--data-dir`.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        Store::init(Connection::open_in_memory()?, random::<32>()?)
+    }
+
+    fn init(conn: Connection, key: [u8; 32]) -> Result<Store, StoreError> {
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            cipher: ChaCha20Poly1305::new(Key::from_slice(&key)),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite half-written (statements are
+        // atomic), so a poisoned lock is safe to reuse.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates a key for user `name` (created on first use, on `plan`).
+    pub fn create_key(
+        &self,
+        name: &str,
+        plan: &str,
+        strict: bool,
+        now_ms: u64,
+    ) -> Result<NewKey, StoreError> {
+        let conn = self.conn();
+        let plan_id: Option<String> = conn
+            .query_row("SELECT id FROM plans WHERE name = ?1", [plan], |r| r.get(0))
+            .optional()?;
+        let Some(plan_id) = plan_id else {
+            let mut stmt = conn.prepare("SELECT name FROM plans ORDER BY id")?;
+            let known = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            return Err(StoreError::UnknownPlan {
+                name: plan.to_owned(),
+                known,
+            });
+        };
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        conn.execute(
+            "INSERT INTO users (name, plan_id, created_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(name) DO NOTHING",
+            params![name, plan_id, now],
+        )?;
+        let user_id: i64 =
+            conn.query_row("SELECT id FROM users WHERE name = ?1", [name], |r| r.get(0))?;
+        let key = hex(&random::<16>()?);
+        let secret = hex(&random::<32>()?);
+        let nonce = random::<12>()?;
+        let sealed = self
+            .cipher
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: secret.as_bytes(),
+                    aad: key.as_bytes(),
+                },
+            )
+            .map_err(|_| StoreError::Crypto)?;
+        conn.execute(
+            "INSERT INTO api_keys (key, user_id, secret_nonce, secret_sealed, strict, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![key, user_id, nonce.as_slice(), sealed, strict, now],
+        )?;
+        Ok(NewKey { key, secret })
+    }
+
+    /// Looks a key up and decrypts its secret.
+    pub fn lookup(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
+        let row = self
+            .conn()
+            .query_row(
+                "SELECT k.user_id, k.secret_nonce, k.secret_sealed, k.strict, p.id, p.name, p.rate_minute
+                 FROM api_keys k JOIN users u ON u.id = k.user_id JOIN plans p ON p.id = u.plan_id
+                 WHERE k.key = ?1",
+                [key],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Vec<u8>>(1)?,
+                        r.get::<_, Vec<u8>>(2)?,
+                        r.get::<_, bool>(3)?,
+                        Plan {
+                            id: r.get(4)?,
+                            name: r.get(5)?,
+                            rate_minute: r.get(6)?,
+                        },
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((user_id, nonce, sealed, strict, plan)) = row else {
+            return Ok(None);
+        };
+        if nonce.len() != 12 {
+            return Err(StoreError::Crypto);
+        }
+        let secret = self
+            .cipher
+            .decrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: &sealed,
+                    aad: key.as_bytes(),
+                },
+            )
+            .map_err(|_| StoreError::Crypto)?;
+        Ok(Some(KeyRecord {
+            user_id,
+            secret,
+            strict,
+            plan,
+        }))
+    }
+
+    /// Records `nonce` as the key's latest if it is above the previous one, atomically.
+    /// `false` means it was not (a replay or an out-of-order request).
+    pub fn advance_nonce(&self, key: &str, nonce: u128) -> Result<bool, StoreError> {
+        let padded = format!("{nonce:020}");
+        let changed = self.conn().execute(
+            "UPDATE api_keys SET last_nonce = ?1
+             WHERE key = ?2 AND (last_nonce IS NULL OR last_nonce < ?1)",
+            params![padded, key],
+        )?;
+        Ok(changed == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_secrets_and_nonces() {
+        let s = Store::in_memory().unwrap();
+        let k = s.create_key("alice", "Free", false, 1).unwrap();
+        assert_eq!(k.key.len(), 32);
+        assert_eq!(k.secret.len(), 64);
+        let rec = s.lookup(&k.key).unwrap().unwrap();
+        assert_eq!(rec.secret, k.secret.as_bytes());
+        assert_eq!(rec.plan.name, "Free");
+        assert_eq!(rec.plan.rate_minute, 60);
+        assert!(s.lookup("nope").unwrap().is_none());
+        let k2 = s.create_key("alice", "Free", true, 2).unwrap();
+        let rec2 = s.lookup(&k2.key).unwrap().unwrap();
+        assert_eq!(rec2.user_id, rec.user_id);
+        assert!(rec2.strict);
+
+        assert!(s.advance_nonce(&k.key, 15_922_073_240_280_000).unwrap());
+        assert!(!s.advance_nonce(&k.key, 15_922_073_240_280_000).unwrap());
+        assert!(!s.advance_nonce(&k.key, 9_999_999_999_999_999).unwrap());
+        // 20 digits sorts above 17 digits.
+        assert!(s.advance_nonce(&k.key, 10_000_000_000_000_000_000).unwrap());
+        // Nonce memory is per key.
+        assert!(s.advance_nonce(&k2.key, 15_922_073_240_280_000).unwrap());
+
+        match s.create_key("bob", "Gold", false, 1) {
+            Err(StoreError::UnknownPlan { known, .. }) => assert_eq!(known, ["Free"]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn secrets_are_not_stored_in_clear_and_survive_reopen() {
+        let dir = std::env::temp_dir().join(format!("trading-store-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let k = Store::open(&dir)
+            .unwrap()
+            .create_key("carol", "Free", false, 1)
+            .unwrap();
+        let raw = fs::read(dir.join("trading.sqlite")).unwrap();
+        let wal = fs::read(dir.join("trading.sqlite-wal")).unwrap_or_default();
+        let needle = k.secret.as_bytes();
+        for file in [&raw, &wal] {
+            assert!(
+                !file.windows(needle.len()).any(|w| w == needle),
+                "secret in clear"
+            );
+        }
+        let again = Store::open(&dir).unwrap();
+        assert_eq!(again.lookup(&k.key).unwrap().unwrap().secret, needle);
+        // Another master key cannot read it.
+        fs::write(dir.join("master.key"), [7u8; 32]).unwrap();
+        assert!(matches!(
+            Store::open(&dir).unwrap().lookup(&k.key),
+            Err(StoreError::Crypto)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
