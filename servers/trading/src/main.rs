@@ -142,7 +142,27 @@ fn serve(listen: SocketAddr, data_dir: Option<PathBuf>) -> ExitCode {
         let local = listener.local_addr().map_or(listen, |a| a);
         eprintln!("trading-api: listening on http://{local}/api/v2/");
         let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+            // SIGINT from a terminal, SIGTERM from service managers and containers.
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{SignalKind, signal};
+                match signal(SignalKind::terminate()) {
+                    Ok(mut term) => {
+                        tokio::select! {
+                            _ = tokio::signal::ctrl_c() => {}
+                            _ = term.recv() => {}
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+            eprintln!("trading-api: shutting down");
         };
         let settings = trading_server::Settings {
             data_dir,
