@@ -1,5 +1,5 @@
-//! Endpoint handlers: validated parameters in, `data` out. Only endpoints that need no
-//! stored state are implemented so far.
+//! Endpoint handlers: validated parameters in, `data` out. Account resources live in
+//! `resources`; the rest of the implemented endpoints need no stored state.
 
 use serde_json::{Value, json};
 use trading_model::{ApiError, Catalogue, Endpoint, ErrorCode, Valid, Validator, endpoint_records};
@@ -16,15 +16,24 @@ pub(crate) const DEFAULT_EXCHANGES: [(&str, &str); 8] = [
     ("okex", "OKEx"),
 ];
 
-pub(crate) struct Env<'a> {
-    pub cat: &'a Catalogue,
+pub(crate) struct Env {
+    pub cat: &'static Catalogue,
     pub now_ms: u64,
-    pub exchanges: &'a [String],
-    pub caller: Option<&'a crate::Caller>,
+    pub exchanges: Vec<String>,
+    pub caller: Option<crate::Caller>,
+    pub store: std::sync::Arc<crate::store::Store>,
 }
 
-pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env<'_>) -> Result<Value, ApiError> {
+/// Runs the endpoint's handler. Called on a blocking thread: resource handlers use SQLite.
+pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
     let now = env.now_ms;
+    if let Some((spec, action)) = crate::resources::find(&ep.path) {
+        let caller = env
+            .caller
+            .as_ref()
+            .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))?;
+        return crate::resources::run(spec, action, ep, valid, &env.store, caller, now);
+    }
     Ok(match ep.path.as_str() {
         "system/timestamp" => json!({"seconds": now / 1000, "milliseconds": now}),
         "system/endpoints" | "system/ep" => endpoint_records(env.cat),
@@ -55,7 +64,7 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env<'_>) -> Result<Value,
         "system/status" => json!([
             {"name": "api", "status": "running", "last_checked": now, "issues": "None"}
         ]),
-        "subscriptions/details" => match env.caller {
+        "subscriptions/details" => match &env.caller {
             Some(c) => plan_details(&c.plan),
             None => return Err(ApiError::new(ErrorCode::MissingKey)),
         },

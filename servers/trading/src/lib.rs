@@ -9,8 +9,12 @@
 //! headers (see `trading_model::auth`), against keys kept in an SQLite store in the data
 //! directory (`trading-api create-key`). Nonces are remembered per key across restarts.
 //!
-//! What it does not do yet: rate limits, and most account resources: endpoints without a
-//! handler answer 501 with code 5100 after authentication and validation.
+//! Account resources (exchange API keys, watchlist, news keywords, broadcasts, articles,
+//! support tickets, sub-accounts, strategy profiles and tabs, exchange queries, algorithms)
+//! are stored in SQLite and survive restarts.
+//!
+//! What it does not do yet: rate limits, market data, strategies and orders: endpoints
+//! without a handler answer 501 with code 5100 after authentication and validation.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,6 +40,7 @@ use trading_model::{
 };
 
 mod handlers;
+mod resources;
 pub mod store;
 
 use store::Store;
@@ -322,10 +327,16 @@ async fn handle(
     let env = handlers::Env {
         cat: app.cat,
         now_ms: now,
-        exchanges: &app.settings.exchanges,
-        caller: caller.as_ref(),
+        exchanges: app.settings.exchanges.clone(),
+        caller: caller.clone(),
+        store: app.store.clone(),
     };
-    match handlers::call(ep, &valid, &env) {
+    let outcome = tokio::task::spawn_blocking(move || handlers::call(ep, &valid, &env))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::new(ErrorCode::EmptyData).with_message("The handler failed."))
+        });
+    match outcome {
         Ok(data) => {
             let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let body = success(data, meta(Some(ep)).process_micros(micros));
@@ -345,6 +356,7 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// The authenticated caller.
+#[derive(Debug, Clone)]
 pub(crate) struct Caller {
     pub user_id: i64,
     pub plan: store::Plan,

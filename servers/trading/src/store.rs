@@ -108,7 +108,56 @@ CREATE TABLE IF NOT EXISTS api_keys (
     last_nonce TEXT,
     created_ms INTEGER NOT NULL
 );
+-- One table for the account resources whose fields the spec leaves open (watchlists,
+-- keywords, broadcasts, articles, tickets, sub-accounts, ...). `fields` is a JSON object;
+-- `sealed` holds encrypted fields that are never returned (exchange secrets, passwords).
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    user_id INTEGER NOT NULL REFERENCES users(id),
+    fields TEXT NOT NULL,
+    sealed_nonce BLOB,
+    sealed BLOB,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_owner ON records (user_id, kind, id);
+-- Ids start above 1000: several id parameters (apikey, ...) have a minimum length of 2,
+-- and AUTOINCREMENT never hands a deleted id out again.
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'records', 1000 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'records');
 ";
+
+/// One stored account resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Row id, unique across kinds.
+    pub id: i64,
+    /// Visible fields.
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    /// Creation time.
+    pub created_ms: u64,
+    /// Last change.
+    pub updated_ms: u64,
+}
+
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
+    let text: String = r.get(1)?;
+    let fields = match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    Ok(Record {
+        id: r.get(0)?,
+        fields,
+        created_ms: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+        updated_ms: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+    })
+}
 
 fn random<const N: usize>() -> Result<[u8; N], StoreError> {
     let mut b = [0u8; N];
@@ -293,6 +342,133 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Stores a new record; `hidden` is encrypted and never read back by the API.
+    pub fn insert_record(
+        &self,
+        kind: &str,
+        user_id: i64,
+        fields: &serde_json::Map<String, serde_json::Value>,
+        hidden: Option<&serde_json::Map<String, serde_json::Value>>,
+        now_ms: u64,
+    ) -> Result<Record, StoreError> {
+        let (nonce, sealed) = match hidden {
+            Some(h) => {
+                let nonce = random::<12>()?;
+                let aad = format!("{kind}:{user_id}");
+                let sealed = self
+                    .cipher
+                    .encrypt(
+                        Nonce::from_slice(&nonce),
+                        Payload {
+                            msg: serde_json::Value::Object(h.clone()).to_string().as_bytes(),
+                            aad: aad.as_bytes(),
+                        },
+                    )
+                    .map_err(|_| StoreError::Crypto)?;
+                (Some(nonce.to_vec()), Some(sealed))
+            }
+            None => (None, None),
+        };
+        let conn = self.conn();
+        let text = serde_json::Value::Object(fields.clone()).to_string();
+        conn.execute(
+            "INSERT INTO records (kind, user_id, fields, sealed_nonce, sealed, created_ms, updated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+            params![kind, user_id, text, nonce, sealed, ms(now_ms)],
+        )?;
+        Ok(Record {
+            id: conn.last_insert_rowid(),
+            fields: fields.clone(),
+            created_ms: now_ms,
+            updated_ms: now_ms,
+        })
+    }
+
+    /// One page of a user's records of `kind`, newest first, and the total count.
+    pub fn list_records(
+        &self,
+        kind: &str,
+        user_id: i64,
+        limit: u32,
+        offset: u64,
+    ) -> Result<(Vec<Record>, u64), StoreError> {
+        let conn = self.conn();
+        let total: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM records WHERE user_id = ?1 AND kind = ?2",
+            params![user_id, kind],
+            |r| r.get(0),
+        )?;
+        let mut stmt = conn.prepare(
+            "SELECT id, fields, created_ms, updated_ms FROM records
+             WHERE user_id = ?1 AND kind = ?2 ORDER BY id DESC LIMIT ?3 OFFSET ?4",
+        )?;
+        let rows = stmt
+            .query_map(
+                params![
+                    user_id,
+                    kind,
+                    limit,
+                    i64::try_from(offset).unwrap_or(i64::MAX)
+                ],
+                record_from_row,
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((rows, u64::try_from(total).unwrap_or(0)))
+    }
+
+    /// A user's record by id.
+    pub fn get_record(
+        &self,
+        kind: &str,
+        user_id: i64,
+        id: i64,
+    ) -> Result<Option<Record>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT id, fields, created_ms, updated_ms FROM records
+                 WHERE user_id = ?1 AND kind = ?2 AND id = ?3",
+                params![user_id, kind, id],
+                record_from_row,
+            )
+            .optional()?)
+    }
+
+    /// Merges `changes` into a record's fields; `None` when there is no such record.
+    pub fn update_record(
+        &self,
+        kind: &str,
+        user_id: i64,
+        id: i64,
+        changes: &serde_json::Map<String, serde_json::Value>,
+        now_ms: u64,
+    ) -> Result<Option<Record>, StoreError> {
+        let Some(mut rec) = self.get_record(kind, user_id, id)? else {
+            return Ok(None);
+        };
+        for (k, v) in changes {
+            rec.fields.insert(k.clone(), v.clone());
+        }
+        rec.updated_ms = now_ms;
+        let text = serde_json::Value::Object(rec.fields.clone()).to_string();
+        self.conn().execute(
+            "UPDATE records SET fields = ?1, updated_ms = ?2 WHERE id = ?3 AND user_id = ?4",
+            params![text, ms(now_ms), id, user_id],
+        )?;
+        Ok(Some(rec))
+    }
+
+    /// Deletes a user's record; `false` when there was none.
+    pub fn delete_record(&self, kind: &str, user_id: i64, id: i64) -> Result<bool, StoreError> {
+        let n = self.conn().execute(
+            "DELETE FROM records WHERE user_id = ?1 AND kind = ?2 AND id = ?3",
+            params![user_id, kind, id],
+        )?;
+        Ok(n == 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,5 +529,45 @@ mod tests {
             Err(StoreError::Crypto)
         ));
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn records_are_per_user_and_kind() {
+        let s = Store::in_memory().unwrap();
+        s.create_key("a", "Free", false, 1).unwrap();
+        s.create_key("b", "Free", false, 1).unwrap();
+        let mut f = serde_json::Map::new();
+        f.insert("code".into(), "binance-btcusdt".into());
+        let r1 = s.insert_record("watch", 1, &f, None, 10).unwrap();
+        let r2 = s.insert_record("watch", 1, &f, None, 11).unwrap();
+        s.insert_record("other", 1, &f, None, 12).unwrap();
+        s.insert_record("watch", 2, &f, None, 13).unwrap();
+        let (rows, total) = s.list_records("watch", 1, 10, 0).unwrap();
+        assert_eq!(total, 2);
+        assert_eq!(
+            rows.iter().map(|r| r.id).collect::<Vec<_>>(),
+            [r2.id, r1.id]
+        );
+        let (rows, _) = s.list_records("watch", 1, 1, 1).unwrap();
+        assert_eq!(rows[0].id, r1.id);
+        assert!(
+            s.get_record("watch", 2, r1.id).unwrap().is_none(),
+            "other users cannot see it"
+        );
+        assert!(!s.delete_record("watch", 2, r1.id).unwrap());
+        let mut change = serde_json::Map::new();
+        change.insert("label".into(), "x".into());
+        let up = s
+            .update_record("watch", 1, r1.id, &change, 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(up.fields["label"], "x");
+        assert_eq!(up.fields["code"], "binance-btcusdt");
+        assert!(s.delete_record("watch", 1, r1.id).unwrap());
+        assert!(
+            s.update_record("watch", 1, r1.id, &change, 21)
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -172,6 +172,32 @@ def main():
             with urllib.request.urlopen(req, timeout=10) as resp:
                 check(json.loads(resp.read())["data"]["your_sent_ms"] == 1000, "query string wins")
 
+            # Account resources, end to end.
+            status, body = alice.call("POST", "exchange-api-keys/add", {
+                "exchange": "binance", "label": "main", "token": "tok-12345", "secret": "very-secret-value"})
+            check(status == 200 and body["data"]["label"] == "main", f"exchange key stored ({body.get('data')})")
+            check("very-secret-value" not in json.dumps(body), "exchange secret is not echoed")
+            status, body = alice.call("POST", "exchange-api-keys/add", {"exchange": "binance", "label": "x"})
+            check(body.get("missing_parameters") == ["token", "secret"], "missing exchange-key fields named")
+            check(body.get("incorrect_value_lengths") == ["label minimum length 2"], f"short label named ({body})")
+            status, body = alice.call("POST", "public/trending-news-add-keyword", {"name": "halving"})
+            keyword_id = body["data"]["id"]
+            check(status == 200, "news keyword stored")
+            status, body = alice.call("POST", "public/trending-news-add-keyword", {"name": "HALVING"})
+            check(status == 422, "duplicate keyword refused")
+            article = {"title": "A title of eighteen+", "brief": "b" * 30, "body": "x" * 300, "publishdate": "1599615673"}
+            status, body = alice.call("POST", "articles/create", article)
+            check(status == 200, f"article stored ({body.get('data')})")
+            status, body = alice.call("POST", "articles/create", dict(article, body="too short"))
+            check(body.get("incorrect_value_lengths") == ["body minimum length 300"], "article body minimum")
+            for i in range(3):
+                alice.call("POST", "subaccounts/broadcast-create", {"title": f"notice {i}", "body": "hello all"})
+            status, body = alice.call("POST", "subaccounts/broadcast-list", {"limit": 2})
+            titles = [r["title"] for r in body["data"]["records"]]
+            check(titles == ["notice 2", "notice 1"] and body["data"]["total"] == 3, f"broadcasts newest first ({titles})")
+            status, body = alice.call("POST", "subaccounts/broadcast-list", {"limit": 2, "pagenumber": 2})
+            check([r["title"] for r in body["data"]["records"]] == ["notice 0"], "second page")
+
             status, body = anon.call("GET", "no/such/endpoint")
             check((status, body["data"]["code"]) == (404, 2500), "unknown endpoint answers 404/2500")
             status, body = anon.call("GET", "system/ping")
@@ -190,6 +216,14 @@ def main():
             check(body["data"]["code"] == 2011, "nonce memory survives a restart")
             status, body = alice.call("GET", "subscriptions/details")
             check(status == 200, "key survives a restart")
+            status, body = alice.call("POST", "exchange-api-keys/list")
+            check(body["data"]["total"] == 1 and body["data"]["records"][0]["label"] == "main", "exchange keys survive a restart")
+            status, body = alice.call("POST", "public/trending-news-list-my-keywords")
+            check([r["name"] for r in body["data"]["records"]] == ["halving"], "keywords survive a restart")
+            status, body = alice.call("POST", "public/trending-news-remove-keyword", {"keywordid": keyword_id})
+            check(status == 200, "keyword removed")
+            status, body = alice.call("POST", "articles/list")
+            check(body["data"]["total"] == 1, "articles survive a restart")
         finally:
             stop(proc)
     finally:

@@ -601,3 +601,216 @@ async fn shutdown_ends_serve() {
     res.unwrap().unwrap();
     assert!(TcpStream::connect(s.addr).await.is_err(), "listener closed");
 }
+
+/// A signed-request helper bound to one key.
+struct Signer {
+    addr: SocketAddr,
+    key: String,
+    secret: String,
+    step: std::cell::Cell<u64>,
+}
+
+impl Signer {
+    async fn post(&self, path: &str, body: &str) -> Reply {
+        self.step.set(self.step.get() + 1);
+        let token = legacy_token(&self.secret, nonce(self.step.get()));
+        let target = format!("/api/v2/{path}");
+        call(
+            self.addr,
+            "POST",
+            &target,
+            &[FORM, ("Key", &self.key), ("Authorization", &token)],
+            body.as_bytes(),
+        )
+        .await
+    }
+    async fn get(&self, path: &str) -> Reply {
+        self.step.set(self.step.get() + 1);
+        let token = legacy_token(&self.secret, nonce(self.step.get()));
+        let target = format!("/api/v2/{path}");
+        call(
+            self.addr,
+            "GET",
+            &target,
+            &[("Key", &self.key), ("Authorization", &token)],
+            b"",
+        )
+        .await
+    }
+}
+
+#[tokio::test]
+async fn account_resources_are_stored_per_account() {
+    let dir = temp_dir("resources");
+    let store = Store::open(&dir).unwrap();
+    let ka = store.create_key("alice", "Free", false, NOW).unwrap();
+    let kb = store.create_key("bob", "Free", false, NOW).unwrap();
+    drop(store);
+    let s = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let alice = Signer {
+        addr: s.addr,
+        key: ka.key,
+        secret: ka.secret,
+        step: 0.into(),
+    };
+    let bob = Signer {
+        addr: s.addr,
+        key: kb.key,
+        secret: kb.secret,
+        step: 0.into(),
+    };
+
+    // Exchange credentials: validation, storage without secrets, plan maximum.
+    let r = alice
+        .post(
+            "exchange-api-keys/add",
+            "exchange=nowhere&label=main&token=tok12&secret=sec12",
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json()["missing_information"][0]["supported"][0],
+        "binance"
+    );
+    let mut ids = Vec::new();
+    for label in ["one", "two", "three"] {
+        let r = alice
+            .post(
+                "exchange-api-keys/add",
+                &format!("exchange=binance&label={label}&token=tok12&secret=sup3rsecret"),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v = envelope(&r, "exchange-api-keys/add");
+        assert_eq!(v["data"]["label"], label);
+        assert_eq!(v["data"]["status"], "active");
+        assert!(v["data"].get("secret").is_none() && v["data"].get("token").is_none());
+        ids.push(v["data"]["id"].as_i64().unwrap());
+    }
+    let r = alice
+        .post(
+            "exchange-api-keys/add",
+            "exchange=binance&label=four&token=tok12&secret=sup3rsecret",
+        )
+        .await;
+    assert_eq!(r.status, 422, "maximum_stored is 3");
+    let r = alice.post("exchange-api-keys/list", "limit=2").await;
+    let v = envelope(&r, "exchange-api-keys/list");
+    assert_eq!(v["data"]["total"], 3);
+    assert_eq!(v["data"]["showing"], 2);
+    assert_eq!(v["data"]["records"][0]["id"], ids[2], "newest first");
+    assert!(!String::from_utf8_lossy(&r.body).contains("sup3rsecret"));
+    let r = alice
+        .post("exchange-api-keys/list", "limit=2&pagenumber=2")
+        .await;
+    assert_eq!(r.json()["data"]["records"][0]["id"], ids[0]);
+
+    // Bob sees and touches none of it.
+    let r = bob.post("exchange-api-keys/list", "").await;
+    assert_eq!(r.json()["data"]["total"], 0);
+    let r = bob
+        .post("exchange-api-keys/delete", &format!("id={}", ids[0]))
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["missing_information"][0]["parameter"], "id");
+
+    let r = alice
+        .post(
+            "exchange-api-keys/edit",
+            &format!("id={}&label=renamed", ids[0]),
+        )
+        .await;
+    assert_eq!(r.json()["data"]["label"], "renamed");
+    let r = alice
+        .post("exchange-api-keys/test", &format!("id={}", ids[0]))
+        .await;
+    assert_eq!(r.json()["data"]["status"], "active");
+    let r = alice
+        .post("exchange-api-keys/delete", &format!("id={}", ids[1]))
+        .await;
+    assert_eq!(r.json()["data"]["deleted"], true);
+    let r = alice
+        .post("exchange-api-keys/delete", &format!("id={}", ids[1]))
+        .await;
+    assert_eq!(r.status, 422, "already deleted");
+
+    // Watchlist (unpaged GET list) and exchange queries that must name a stored key.
+    let r = alice
+        .post("strategy/add-watchlist-item", "code=binance-btcusdt")
+        .await;
+    let item = r.json()["data"]["id"].as_i64().unwrap();
+    let r = alice.get("strategy/list-watchlist").await;
+    assert_eq!(r.json()["data"][0]["code"], "binance-btcusdt");
+    let r = alice
+        .post(
+            "exchange-query/create-query",
+            "apikey=99999&exchange_query=balance",
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    let r = alice
+        .post(
+            "exchange-query/create-query",
+            &format!("apikey={}&exchange_query=balance", ids[0]),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let r = alice
+        .post("strategy/delete-watchlist-item", &format!("id={item}"))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        alice.get("strategy/list-watchlist").await.json()["data"],
+        serde_json::json!([])
+    );
+
+    // Sub-accounts: unique usernames, password never shown, active not editable here.
+    let sub = "name=Carol&email=carol@example.com&username=carol1&password=longenough1&active=1&allow_api_key_usage=0";
+    let r = alice.post("subaccounts/subaccount-create", sub).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let sid = r.json()["data"]["id"].as_i64().unwrap();
+    assert!(!String::from_utf8_lossy(&r.body).contains("longenough1"));
+    assert_eq!(
+        alice
+            .post("subaccounts/subaccount-create", sub)
+            .await
+            .status,
+        422
+    );
+    let r = alice
+        .post(
+            "subaccounts/subaccount-edit",
+            &format!("id={sid}&email=c2@example.com&name=Carol2&active=0&allow_api_key_usage=1"),
+        )
+        .await;
+    let v = r.json();
+    assert_eq!(v["data"]["email"], "c2@example.com");
+    assert_eq!(
+        v["data"]["active"], true,
+        "active cannot be changed by subaccount-edit"
+    );
+    assert_eq!(v["data"]["allow_api_key_usage"], true);
+
+    // Everything survives a restart.
+    s.stop.unwrap().send(()).unwrap();
+    s.done.await.unwrap().unwrap();
+    let s2 = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let alice = Signer {
+        addr: s2.addr,
+        step: 100.into(),
+        ..alice
+    };
+    let r = alice.post("exchange-api-keys/list", "").await;
+    assert_eq!(r.json()["data"]["total"], 2);
+    let r = alice.get("subaccounts/subaccount-list").await;
+    assert_eq!(r.json()["data"][0]["username"], "carol1");
+    let _ = std::fs::remove_dir_all(&dir);
+}
