@@ -16,6 +16,24 @@ pub(crate) const DEFAULT_EXCHANGES: [(&str, &str); 8] = [
     ("okex", "OKEx"),
 ];
 
+/// Endpoints answered here without stored state.
+const STATELESS: [&str; 9] = [
+    "system/timestamp",
+    "system/endpoints",
+    "system/ep",
+    "system/ping",
+    "system/list-validation-functions",
+    "system/exchanges",
+    "system/status",
+    "subscriptions/details",
+    "user/close-account",
+];
+
+/// Whether `path` has a handler (the others answer 501 after validation).
+pub(crate) fn implemented(path: &str) -> bool {
+    STATELESS.contains(&path) || crate::resources::find(path).is_some()
+}
+
 pub(crate) struct Env {
     pub cat: &'static Catalogue,
     pub now_ms: u64,
@@ -70,6 +88,7 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
         },
         "user/close-account" => return Err(ApiError::new(ErrorCode::CloseAccountOnWebsite)),
         _ => {
+            debug_assert!(!implemented(&ep.path), "{} listed but unhandled", ep.path);
             return Err(ApiError::new(ErrorCode::EmptyData)
                 .with_status(501)
                 .with_message(format!(

@@ -124,7 +124,7 @@ pub async fn serve(
     }
     .map_err(|e| std::io::Error::other(e.to_string()))?;
     let cat = Catalogue::builtin();
-    let openapi = serde_json::to_vec(&trading_model::openapi(cat, None)).unwrap_or_default();
+    let openapi = serde_json::to_vec(&served_openapi(cat)).unwrap_or_default();
     let app = Arc::new(App {
         boot_ms: (settings.clock)(),
         settings,
@@ -169,6 +169,29 @@ pub async fn serve(
     drop(listener);
     let _ = tokio::time::timeout(app.settings.grace, graceful.shutdown()).await;
     Ok(())
+}
+
+/// The model's OpenAPI document plus what only the server knows: which operations have a
+/// handler (`x-implemented`; the others answer 501 after authentication and validation).
+fn served_openapi(cat: &Catalogue) -> Value {
+    let mut doc = trading_model::openapi(cat, None);
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for (path, item) in paths.iter_mut() {
+            let done = handlers::implemented(path.strip_prefix(PREFIX).unwrap_or(path));
+            if let Some(ops) = item.as_object_mut() {
+                for op in ops.values_mut() {
+                    op["x-implemented"] = Value::Bool(done);
+                    if !done {
+                        op["responses"]["501"] = serde_json::json!({
+                            "description": "Not implemented by this sandbox yet (code 5100).",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
+                        });
+                    }
+                }
+            }
+        }
+    }
+    doc
 }
 
 fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
