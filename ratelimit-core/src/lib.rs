@@ -1,1 +1,39 @@
-//! Pure rate limit decision engine (work in progress).
+//! `ratelimit-core` is the decision engine of a drop-in replacement for Envoy's global rate
+//! limit service, built to be embedded in Rust services as well as served over the wire.
+//!
+//! It reads upstream's YAML rules, matches request descriptors against them with upstream's
+//! exact semantics, builds byte-identical cache keys (so a fleet can share one Redis with
+//! the upstream server during a migration), and turns counter values into decisions and
+//! statistics with upstream's arithmetic.
+//!
+//! What it deliberately does not do: any I/O. It opens no sockets or files, spawns no tasks,
+//! reads no clock and pulls in no async runtime. Counters live behind [`CounterStore`] and
+//! time behind [`Clock`]; both are supplied by the caller (see `ratelimit-backends`).
+//!
+//! The entry point is [`Limiter`]: build it from YAML, call
+//! [`Limiter::should_rate_limit`], swap rules with [`Limiter::set_rules`] at any time.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod config;
+pub mod decide;
+pub mod json;
+pub mod limiter;
+pub mod rules;
+pub mod stats;
+pub mod store;
+pub mod types;
+pub mod unit;
+
+pub use clock::{Clock, ManualClock};
+pub use config::{ConfigError, ConfigErrorKind, Document, parse_document};
+pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
+pub use rules::RuleSet;
+pub use stats::Stats;
+pub use store::{CounterStore, Increment, StoreError};
+pub use types::{
+    Code, CurrentLimit, Descriptor, DescriptorStatus, Entry, Header, LimitOverride, Request,
+    Response,
+};
+pub use unit::Unit;

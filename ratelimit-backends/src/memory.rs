@@ -1,0 +1,202 @@
+//! An in-process counter store: sharded maps of fixed-window counters.
+
+use std::hash::BuildHasher;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use hashbrown::HashMap;
+use ratelimit_core::{CounterStore, Increment, StoreError};
+
+/// Shard count: a power of two comfortably above the core counts this runs on, so two
+/// threads rarely contend for one lock.
+const SHARDS: usize = 64;
+
+#[derive(Debug, Clone, Copy)]
+struct Counter {
+    value: u64,
+    /// Unix second at which the window of this key has ended and the key is dead.
+    expires_at: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    map: HashMap<Box<str>, Counter>,
+    /// Earliest time at which the next sweep of dead keys may run.
+    next_sweep: u64,
+}
+
+/// A sharded, lock-light in-memory [`CounterStore`].
+///
+/// Keys live until their window ends (the window is encoded in the key, so a key is never
+/// counted again after that). Dead keys are reclaimed by a sweep of a shard at most once a
+/// second, triggered by traffic to that shard, so memory is bounded by the number of live
+/// windows.
+///
+/// ```
+/// use ratelimit_backends::MemoryStore;
+/// use ratelimit_core::{CounterStore, Increment, Unit};
+///
+/// let store = MemoryStore::new();
+/// let inc = Increment { key: "d_k_v_60".into(), hits: 2, unit: Unit::Minute, ttl_seconds: 60 };
+/// let mut counts = [0];
+/// futures_executor::block_on(store.increment(61, &[inc], &mut counts)).unwrap();
+/// assert_eq!(counts, [2]);
+/// ```
+#[derive(Debug)]
+pub struct MemoryStore {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+        }
+    }
+
+    fn shard(&self, key: &str) -> &Mutex<Shard> {
+        // The high bits: hashbrown uses the low ones inside each map.
+        &self.shards[(self.hasher.hash_one(key) >> 58) as usize % SHARDS]
+    }
+
+    /// Adds `hits` to `key` and returns the new value; synchronous core of the store.
+    pub fn increment_one(&self, now: u64, inc: &Increment) -> u64 {
+        let window_end = inc.unit.window_start(now) + inc.unit.seconds();
+        let mut shard = self
+            .shard(&inc.key)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if now >= shard.next_sweep {
+            shard.map.retain(|_, c| c.expires_at > now);
+            shard.next_sweep = now + 1;
+        }
+        if let Some(c) = shard.map.get_mut(inc.key.as_str()) {
+            if c.expires_at > now {
+                c.value = c.value.saturating_add(inc.hits);
+                return c.value;
+            }
+            *c = Counter {
+                value: inc.hits,
+                expires_at: window_end,
+            };
+            return inc.hits;
+        }
+        shard.map.insert(
+            inc.key.as_str().into(),
+            Counter {
+                value: inc.hits,
+                expires_at: window_end,
+            },
+        );
+        inc.hits
+    }
+
+    /// Number of keys held, dead ones not yet swept included.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).map.len())
+            .sum()
+    }
+
+    /// Whether the store holds no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads a key's live value without changing it.
+    pub fn get(&self, now: u64, key: &str) -> Option<u64> {
+        let shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        shard
+            .map
+            .get(key)
+            .filter(|c| c.expires_at > now)
+            .map(|c| c.value)
+    }
+}
+
+#[async_trait]
+impl CounterStore for MemoryStore {
+    async fn increment(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Result<(), StoreError> {
+        for (inc, out) in batch.iter().zip(counts.iter_mut()) {
+            *out = self.increment_one(now, inc);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratelimit_core::Unit;
+    use std::sync::Arc;
+
+    fn inc(key: &str, hits: u64, unit: Unit) -> Increment {
+        Increment {
+            key: key.into(),
+            hits,
+            unit,
+            ttl_seconds: unit.seconds(),
+        }
+    }
+
+    #[test]
+    fn counts_and_expires_with_the_window() {
+        let s = MemoryStore::new();
+        assert_eq!(s.increment_one(60, &inc("k", 1, Unit::Minute)), 1);
+        assert_eq!(s.increment_one(119, &inc("k", 2, Unit::Minute)), 3);
+        // Same key after its window ended starts over (keys normally change with the window).
+        assert_eq!(s.increment_one(120, &inc("k", 1, Unit::Minute)), 1);
+        assert_eq!(s.get(120, "k"), Some(1));
+        assert_eq!(s.get(180, "k"), None);
+    }
+
+    #[test]
+    fn dead_windows_are_reclaimed() {
+        let s = MemoryStore::new();
+        for i in 0..10_000 {
+            s.increment_one(0, &inc(&format!("k{i}"), 1, Unit::Second));
+        }
+        assert_eq!(s.len(), 10_000);
+        // Touch every shard a second later: each sweeps its dead keys.
+        for i in 0..10_000 {
+            s.increment_one(5, &inc(&format!("n{i}"), 1, Unit::Second));
+        }
+        assert_eq!(s.len(), 10_000, "only the live keys of second 5 remain");
+    }
+
+    #[test]
+    fn no_lost_increments_under_concurrency() {
+        let s = Arc::new(MemoryStore::new());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for i in 0..5_000u64 {
+                        s.increment_one(100, &inc(&format!("k{}", i % 7), 1 + (t % 2), Unit::Hour));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let total: u64 = (0..7).map(|k| s.get(100, &format!("k{k}")).unwrap()).sum();
+        // Four threads add 1, four add 2, 5000 times each.
+        assert_eq!(total, 4 * 5_000 + 4 * 2 * 5_000);
+    }
+}

@@ -1,0 +1,158 @@
+//! The arithmetic of one decision: from a counter value to a status and stat deltas,
+//! exactly as upstream computes them (including its float32 near-limit threshold).
+
+use crate::stats::StatDelta;
+use crate::types::{Code, CurrentLimit, DescriptorStatus};
+use crate::unit::Unit;
+
+/// The limit being decided, independent of where it came from (rule or override).
+#[derive(Debug, Clone, Copy)]
+pub struct LimitSpec<'a> {
+    /// Allowed hits per window.
+    pub requests_per_unit: u32,
+    /// The window.
+    pub unit: Unit,
+    /// The rule's name, "" for none.
+    pub name: &'a str,
+    /// Report OK even when over the limit.
+    pub shadow_mode: bool,
+}
+
+/// The near-limit threshold: `floor(float32(limit) * ratio)`, computed in 32-bit floats as
+/// upstream does so that boundary cases agree.
+pub fn near_limit_threshold(requests_per_unit: u32, ratio: f32) -> u64 {
+    let near = (requests_per_unit as f32 * ratio).floor();
+    if near <= 0.0 { 0 } else { near as u64 }
+}
+
+/// Decides one descriptor given the counter value `after` this request's `hits` were added.
+/// `from_local_cache` means the key was known to be over the limit and the store was skipped.
+pub fn decide(
+    limit: &LimitSpec<'_>,
+    after: u64,
+    hits: u64,
+    near_ratio: f32,
+    now: u64,
+    from_local_cache: bool,
+) -> (DescriptorStatus, StatDelta) {
+    let mut delta = StatDelta {
+        total_hits: hits,
+        ..StatDelta::default()
+    };
+    let rpu = u64::from(limit.requests_per_unit);
+    let mut status = DescriptorStatus {
+        code: Code::Ok,
+        current_limit: Some(CurrentLimit {
+            requests_per_unit: limit.requests_per_unit,
+            unit: limit.unit,
+            name: limit.name.to_owned(),
+        }),
+        limit_remaining: 0,
+        duration_until_reset: Some(limit.unit.until_reset(now)),
+    };
+    let before = after.saturating_sub(hits);
+    if from_local_cache {
+        status.code = Code::OverLimit;
+        delta.over_limit = hits;
+        delta.over_limit_with_local_cache = hits;
+    } else if after > rpu {
+        status.code = Code::OverLimit;
+        if before >= rpu {
+            delta.over_limit = hits;
+        } else {
+            let near = near_limit_threshold(limit.requests_per_unit, near_ratio);
+            delta.over_limit = after - rpu;
+            delta.near_limit = rpu - near.max(before).min(rpu);
+        }
+    } else {
+        status.limit_remaining = u32::try_from(rpu - after).unwrap_or(u32::MAX);
+        delta.within_limit = hits;
+        let near = near_limit_threshold(limit.requests_per_unit, near_ratio);
+        if after > near {
+            delta.near_limit = if before >= near { hits } else { after - near };
+        }
+    }
+    if limit.shadow_mode && status.code == Code::OverLimit {
+        status.code = Code::Ok;
+        delta.shadow_mode = if from_local_cache || before >= rpu {
+            hits
+        } else {
+            after - rpu
+        };
+    }
+    (status, delta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(rpu: u32) -> LimitSpec<'static> {
+        LimitSpec {
+            requests_per_unit: rpu,
+            unit: Unit::Minute,
+            name: "",
+            shadow_mode: false,
+        }
+    }
+
+    fn run(rpu: u32, after: u64, hits: u64) -> (DescriptorStatus, StatDelta) {
+        decide(&spec(rpu), after, hits, 0.8, 2222, false)
+    }
+
+    // The worked examples of upstream's limiter tests (limit 20 => near 16; 15 => 12).
+    #[test]
+    fn near_and_over_examples() {
+        let (s, d) = run(20, 19, 3);
+        assert_eq!(
+            (s.code, s.limit_remaining, d.near_limit, d.over_limit),
+            (Code::Ok, 1, 3, 0)
+        );
+        let (s, d) = run(20, 22, 3);
+        assert_eq!(
+            (s.code, d.over_limit, d.near_limit),
+            (Code::OverLimit, 2, 1)
+        );
+        let (_, d) = run(20, 22, 7);
+        assert_eq!((d.over_limit, d.near_limit), (2, 4));
+        let (_, d) = run(10, 30, 3);
+        assert_eq!((d.over_limit, d.near_limit), (3, 0));
+        let (s, d) = run(15, 11, 1);
+        assert_eq!((s.limit_remaining, d.near_limit), (4, 0));
+        let (s, d) = run(15, 13, 1);
+        assert_eq!((s.limit_remaining, d.near_limit), (2, 1));
+        let (s, d) = run(15, 16, 1);
+        assert_eq!(
+            (s.code, d.over_limit, d.near_limit),
+            (Code::OverLimit, 1, 0)
+        );
+        assert_eq!(s.duration_until_reset, Some(58));
+    }
+
+    #[test]
+    fn zero_limit_blocks_and_peek_reports_over() {
+        let (s, d) = run(0, 1, 1);
+        assert_eq!((s.code, d.over_limit), (Code::OverLimit, 1));
+        let (s, d) = run(5, 6, 0);
+        assert_eq!(
+            (s.code, d.over_limit, d.total_hits),
+            (Code::OverLimit, 0, 0)
+        );
+    }
+
+    #[test]
+    fn shadow_mode_reports_ok_and_counts() {
+        let mut l = spec(2);
+        l.shadow_mode = true;
+        let (s, d) = decide(&l, 3, 1, 0.8, 0, false);
+        assert_eq!(
+            (s.code, s.limit_remaining, d.shadow_mode, d.over_limit),
+            (Code::Ok, 0, 1, 1)
+        );
+        let (s, d) = decide(&l, 9, 1, 0.8, 0, true);
+        assert_eq!(
+            (s.code, d.shadow_mode, d.over_limit_with_local_cache),
+            (Code::Ok, 1, 1)
+        );
+    }
+}

@@ -1,0 +1,662 @@
+//! The embedding facade: rules + store + clock, with rules swapped atomically.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use arc_swap::ArcSwapOption;
+
+use crate::clock::Clock;
+use crate::config::ConfigError;
+use crate::decide::{LimitSpec, decide};
+use crate::rules::{Match, Rule, RuleSet, cache_key_into};
+use crate::stats::{RULE_PREFIX, RuleStats, StatDelta, Stats, sanitize_stat_name};
+use crate::store::{CounterStore, Increment, StoreError};
+use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response};
+
+/// Names of the `RateLimit-*` headers added when response headers are enabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderNames {
+    /// Default `RateLimit-Limit`.
+    pub limit: String,
+    /// Default `RateLimit-Remaining`.
+    pub remaining: String,
+    /// Default `RateLimit-Reset`.
+    pub reset: String,
+}
+
+impl Default for HeaderNames {
+    fn default() -> Self {
+        HeaderNames {
+            limit: "RateLimit-Limit".into(),
+            remaining: "RateLimit-Remaining".into(),
+            reset: "RateLimit-Reset".into(),
+        }
+    }
+}
+
+/// Behaviour switches of a [`Limiter`], named after upstream's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimiterSettings {
+    /// `CACHE_KEY_PREFIX`: prepended to every cache key.
+    pub cache_key_prefix: String,
+    /// `NEAR_LIMIT_RATIO` (0.8).
+    pub near_limit_ratio: f32,
+    /// `EXPIRATION_JITTER_MAX_SECONDS` (300): keys live `unit + [0, max)` seconds.
+    pub expiration_jitter_max_seconds: u64,
+    /// `SHADOW_MODE`: never answer OVER_LIMIT overall.
+    pub shadow_mode: bool,
+    /// `QUOTA_MODE`: every limited descriptor is a quota descriptor.
+    pub quota_mode: bool,
+    /// `LIMIT_RESPONSE_HEADERS_ENABLED` with the header names.
+    pub response_headers: Option<HeaderNames>,
+    /// `RESPONSE_DYNAMIC_METADATA`.
+    pub dynamic_metadata: bool,
+}
+
+impl Default for LimiterSettings {
+    fn default() -> Self {
+        LimiterSettings {
+            cache_key_prefix: String::new(),
+            near_limit_ratio: 0.8,
+            expiration_jitter_max_seconds: 300,
+            shadow_mode: false,
+            quota_mode: false,
+            response_headers: None,
+            dynamic_metadata: false,
+        }
+    }
+}
+
+/// Why a request could not be decided. Being over the limit is not an error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request's domain is empty.
+    #[error("rate limit domain must not be empty")]
+    EmptyDomain,
+    /// The request has no descriptors.
+    #[error("rate limit descriptor list must not be empty")]
+    EmptyDescriptors,
+    /// No rules were ever loaded.
+    #[error("no rate limit configuration loaded")]
+    NoConfig,
+    /// The counter store failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+impl Error {
+    /// The `should_rate_limit.<err_type>` statistic this error is counted under.
+    pub fn err_type(&self) -> &'static str {
+        match self {
+            Error::Store(e) => e.err_type,
+            _ => "service_error",
+        }
+    }
+}
+
+/// The rate limiter that services embed.
+///
+/// ```
+/// use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request};
+/// use ratelimit_backends::MemoryStore;
+///
+/// let yaml = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
+/// let limiter = Limiter::builder(MemoryStore::new(), ManualClock::new(1_700_000_000))
+///     .yaml("api.yaml", yaml)
+///     .build()
+///     .expect("valid rules");
+/// let req = Request::new("api", vec![Descriptor::new([("user", "alice")])]);
+/// let codes: Vec<Code> = (0..3)
+///     .map(|_| futures_executor::block_on(limiter.should_rate_limit(&req)).unwrap().overall_code)
+///     .collect();
+/// assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+/// ```
+pub struct Limiter<S, C> {
+    rules: ArcSwapOption<RuleSet>,
+    store: S,
+    clock: C,
+    settings: LimiterSettings,
+    stats: Arc<Stats>,
+}
+
+/// Builds a [`Limiter`].
+pub struct LimiterBuilder<S, C> {
+    store: S,
+    clock: C,
+    settings: LimiterSettings,
+    stats: Option<Arc<Stats>>,
+    files: Vec<(String, String)>,
+    merge_domains: bool,
+}
+
+impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
+    /// Adds a YAML rule document.
+    pub fn yaml(mut self, name: impl Into<String>, text: impl Into<String>) -> Self {
+        self.files.push((name.into(), text.into()));
+        self
+    }
+
+    /// Allows several documents to share a domain.
+    pub fn merge_domains(mut self, merge: bool) -> Self {
+        self.merge_domains = merge;
+        self
+    }
+
+    /// Replaces the settings.
+    pub fn settings(mut self, settings: LimiterSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Uses an existing statistics registry (shared with a server's sinks).
+    pub fn stats(mut self, stats: Arc<Stats>) -> Self {
+        self.stats = Some(stats);
+        self
+    }
+
+    /// Compiles the documents (if any were given) and builds the limiter. Without
+    /// documents the limiter starts with no configuration and answers
+    /// [`Error::NoConfig`] until [`Limiter::set_rules`] is called.
+    pub fn build(self) -> Result<Limiter<S, C>, ConfigError> {
+        let stats = self.stats.unwrap_or_default();
+        let limiter = Limiter {
+            rules: ArcSwapOption::empty(),
+            store: self.store,
+            clock: self.clock,
+            settings: self.settings,
+            stats,
+        };
+        if !self.files.is_empty() {
+            let rules = RuleSet::from_yaml(
+                self.files.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+                self.merge_domains,
+                &limiter.stats,
+            );
+            match rules {
+                Ok(r) => limiter.set_rules(r),
+                Err(e) => {
+                    limiter.stats.config_load_error.fetch_add(1, Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(limiter)
+    }
+}
+
+/// What one descriptor resolved to before the store is asked.
+enum Target<'a> {
+    NoLimit,
+    Unlimited,
+    Counted {
+        spec: LimitSpec<'a>,
+        rule: Option<&'a Arc<Rule>>,
+        hits: u64,
+        stats: Option<Arc<RuleStats>>,
+        slot: usize,
+    },
+}
+
+impl<S: CounterStore, C: Clock> Limiter<S, C> {
+    /// Starts building a limiter over `store`, reading time from `clock`.
+    pub fn builder(store: S, clock: C) -> LimiterBuilder<S, C> {
+        LimiterBuilder {
+            store,
+            clock,
+            settings: LimiterSettings::default(),
+            stats: None,
+            files: Vec::new(),
+            merge_domains: false,
+        }
+    }
+
+    /// Installs new rules atomically; requests in flight finish on the rules they started with.
+    pub fn set_rules(&self, rules: RuleSet) {
+        self.rules.store(Some(Arc::new(rules)));
+        self.stats.config_load_success.fetch_add(1, Relaxed);
+    }
+
+    /// Parses, compiles and installs YAML documents; on error the current rules stay and
+    /// `config_load_error` is counted.
+    pub fn reload_yaml<'a>(
+        &self,
+        files: impl IntoIterator<Item = (&'a str, &'a str)>,
+        merge_domains: bool,
+    ) -> Result<(), ConfigError> {
+        match RuleSet::from_yaml(files, merge_domains, &self.stats) {
+            Ok(r) => {
+                self.set_rules(r);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.config_load_error.fetch_add(1, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// The rules in force, if any were loaded.
+    pub fn rules(&self) -> Option<Arc<RuleSet>> {
+        self.rules.load_full()
+    }
+
+    /// The statistics registry.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &LimiterSettings {
+        &self.settings
+    }
+
+    /// The counter store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Decides a request: one status per descriptor and the overall code.
+    pub async fn should_rate_limit(&self, req: &Request) -> Result<Response, Error> {
+        let r = self.decide_request(req).await;
+        if let Err(e) = &r {
+            match e {
+                Error::Store(s) => self.stats.dynamic_counter_add(
+                    &format!("ratelimit.service.call.should_rate_limit.{}", s.err_type),
+                    1,
+                ),
+                _ => {
+                    self.stats.service_error.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        r
+    }
+
+    async fn decide_request(&self, req: &Request) -> Result<Response, Error> {
+        if req.domain.is_empty() {
+            return Err(Error::EmptyDomain);
+        }
+        if req.descriptors.is_empty() {
+            return Err(Error::EmptyDescriptors);
+        }
+        let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
+        let now = self.clock.now();
+        let mut scratch = String::new();
+
+        if !rules.has_domain(&req.domain) {
+            let name = format!(
+                "{RULE_PREFIX}{}.domain_not_found",
+                sanitize_stat_name(&req.domain)
+            );
+            self.stats
+                .dynamic_counter_add(&name, req.descriptors.len() as u64);
+            return Ok(Response {
+                overall_code: Code::Ok,
+                statuses: vec![
+                    DescriptorStatus {
+                        code: Code::Ok,
+                        ..DescriptorStatus::default()
+                    };
+                    req.descriptors.len()
+                ],
+                ..Response::default()
+            });
+        }
+
+        // Resolve every descriptor to a rule (or override) first: `replaces` looks across
+        // all of them before anything is counted.
+        let mut matched: Vec<Option<&Arc<Rule>>> = Vec::with_capacity(req.descriptors.len());
+        let mut any_replaces = false;
+        for d in &req.descriptors {
+            let m = if d.limit.is_some() {
+                None
+            } else {
+                match rules.find(&req.domain, &d.entries, &mut scratch) {
+                    Match::Rule(r) => {
+                        any_replaces |= !r.replaces.is_empty();
+                        Some(r)
+                    }
+                    Match::NoRule | Match::UnknownDomain => None,
+                }
+            };
+            matched.push(m);
+        }
+        if any_replaces {
+            let replaced: HashSet<&str> = matched
+                .iter()
+                .flatten()
+                .flat_map(|r| r.replaces.iter().map(String::as_str))
+                .collect();
+            for m in &mut matched {
+                if m.is_some_and(|r| !r.name.is_empty() && replaced.contains(r.name.as_str())) {
+                    *m = None;
+                }
+            }
+        }
+
+        let mut targets = Vec::with_capacity(req.descriptors.len());
+        let mut batch: Vec<Increment> = Vec::with_capacity(req.descriptors.len());
+        for (d, m) in req.descriptors.iter().zip(&matched) {
+            let hits = req.hits_for(d);
+            let target = if let Some(o) = d.limit {
+                let spec = LimitSpec {
+                    requests_per_unit: o.requests_per_unit,
+                    unit: o.unit,
+                    name: "",
+                    shadow_mode: false,
+                };
+                self.push_increment(
+                    &mut batch,
+                    &mut scratch,
+                    None,
+                    &req.domain,
+                    d,
+                    spec.unit,
+                    hits,
+                    now,
+                );
+                Target::Counted {
+                    stats: self.stats.dynamic_rule(&override_stats_key(&req.domain, d)),
+                    spec,
+                    rule: None,
+                    hits,
+                    slot: batch.len() - 1,
+                }
+            } else {
+                match m {
+                    None => Target::NoLimit,
+                    Some(r) if r.unlimited => Target::Unlimited,
+                    Some(r) => {
+                        let unit = r.unit.unwrap_or(crate::Unit::Second);
+                        self.push_increment(
+                            &mut batch,
+                            &mut scratch,
+                            Some(r),
+                            &req.domain,
+                            d,
+                            unit,
+                            hits,
+                            now,
+                        );
+                        let stats = match r.stats_key(&req.domain, &d.entries) {
+                            None => Some(r.stats.clone()),
+                            Some(k) => self.stats.dynamic_rule(&k),
+                        };
+                        Target::Counted {
+                            spec: LimitSpec {
+                                requests_per_unit: r.requests_per_unit,
+                                unit,
+                                name: &r.name,
+                                shadow_mode: r.shadow_mode,
+                            },
+                            rule: Some(r),
+                            hits,
+                            stats,
+                            slot: batch.len() - 1,
+                        }
+                    }
+                }
+            };
+            targets.push(target);
+        }
+
+        let mut counts = vec![0u64; batch.len()];
+        if !batch.is_empty() {
+            self.store.increment(now, &batch, &mut counts).await?;
+        }
+
+        let mut resp = Response {
+            overall_code: Code::Ok,
+            statuses: Vec::with_capacity(targets.len()),
+            ..Response::default()
+        };
+        let mut any_over = false;
+        let mut quota_total = 0usize;
+        let mut quota_over = 0usize;
+        for t in &targets {
+            let status = match t {
+                Target::NoLimit => DescriptorStatus {
+                    code: Code::Ok,
+                    ..DescriptorStatus::default()
+                },
+                Target::Unlimited => DescriptorStatus {
+                    code: Code::Ok,
+                    limit_remaining: u32::MAX,
+                    ..DescriptorStatus::default()
+                },
+                Target::Counted {
+                    spec,
+                    rule,
+                    hits,
+                    stats,
+                    slot,
+                } => {
+                    let (status, delta): (DescriptorStatus, StatDelta) = decide(
+                        spec,
+                        counts[*slot],
+                        *hits,
+                        self.settings.near_limit_ratio,
+                        now,
+                        false,
+                    );
+                    if let Some(s) = stats {
+                        s.add(&delta);
+                    }
+                    let quota = self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode);
+                    let over = status.code == Code::OverLimit;
+                    if quota {
+                        quota_total += 1;
+                        quota_over += usize::from(over);
+                    } else {
+                        any_over |= over;
+                    }
+                    status
+                }
+            };
+            resp.statuses.push(status);
+        }
+        if any_over || (quota_total > 0 && quota_over == quota_total) {
+            resp.overall_code = Code::OverLimit;
+        }
+        if resp.overall_code == Code::OverLimit && self.settings.shadow_mode {
+            resp.overall_code = Code::Ok;
+            self.stats.global_shadow_mode.fetch_add(1, Relaxed);
+        }
+        if let Some(names) = &self.settings.response_headers {
+            add_headers(&mut resp, &targets, names, self.settings.quota_mode, now);
+        }
+        if self.settings.dynamic_metadata {
+            resp.dynamic_metadata = Some(dynamic_metadata(req, &targets, &resp.statuses));
+        }
+        Ok(resp)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_increment(
+        &self,
+        batch: &mut Vec<Increment>,
+        scratch: &mut String,
+        rule: Option<&Arc<Rule>>,
+        domain: &str,
+        d: &Descriptor,
+        unit: crate::Unit,
+        hits: u64,
+        now: u64,
+    ) {
+        let window = unit.window_start(now);
+        let prefix = &self.settings.cache_key_prefix;
+        match rule {
+            Some(r) => r.cache_key_into(scratch, prefix, domain, &d.entries, window),
+            None => cache_key_into(scratch, prefix, domain, &d.entries, window),
+        }
+        let ttl = unit.seconds() + jitter(scratch, self.settings.expiration_jitter_max_seconds);
+        batch.push(Increment {
+            key: scratch.clone(),
+            hits,
+            unit,
+            ttl_seconds: ttl,
+        });
+    }
+}
+
+/// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;
+/// a hash of the key spreads expiries just as well, needs no randomness source in a pure
+/// crate, and keeps a key's TTL stable across its refreshes.
+fn jitter(key: &str, max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    // FNV-1a: tiny, and quality is irrelevant beyond spreading values.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % max
+}
+
+/// Upstream's stats key for a request override: `domain.` + entries as `key_value`
+/// (or `key` when the value is empty), joined by dots.
+fn override_stats_key(domain: &str, d: &Descriptor) -> String {
+    let mut s = String::with_capacity(domain.len() + 32);
+    s.push_str(domain);
+    for e in &d.entries {
+        s.push('.');
+        s.push_str(&e.key);
+        if !e.value.is_empty() {
+            s.push('_');
+            s.push_str(&e.value);
+        }
+    }
+    sanitize_stat_name(&s)
+}
+
+/// `RateLimit-*` headers for the descriptor that binds: the one with the fewest remaining
+/// hits, unless a non-quota descriptor is over its limit, in which case the last such one.
+fn add_headers(
+    resp: &mut Response,
+    targets: &[Target<'_>],
+    names: &HeaderNames,
+    global_quota: bool,
+    now: u64,
+) {
+    let mut chosen: Option<usize> = None;
+    let mut forced = false;
+    for (i, (s, t)) in resp.statuses.iter().zip(targets).enumerate() {
+        if s.current_limit.is_none() {
+            continue;
+        }
+        let quota =
+            global_quota || matches!(t, Target::Counted { rule: Some(r), .. } if r.quota_mode);
+        if s.code == Code::OverLimit && !quota {
+            chosen = Some(i);
+            forced = true;
+            continue;
+        }
+        if forced {
+            continue;
+        }
+        match chosen {
+            Some(c) if resp.statuses[c].limit_remaining <= s.limit_remaining => {}
+            _ => chosen = Some(i),
+        }
+    }
+    let Some(i) = chosen else { return };
+    let s = &resp.statuses[i];
+    let Some(limit) = &s.current_limit else {
+        return;
+    };
+    resp.response_headers_to_add = vec![
+        Header {
+            key: names.limit.clone(),
+            value: limit.requests_per_unit.to_string(),
+        },
+        Header {
+            key: names.remaining.clone(),
+            value: s.limit_remaining.to_string(),
+        },
+        Header {
+            key: names.reset.clone(),
+            value: limit.unit.until_reset(now).to_string(),
+        },
+    ];
+}
+
+/// The `dynamic_metadata` struct upstream returns (§9 of the behaviour notes).
+fn dynamic_metadata(
+    req: &Request,
+    targets: &[Target<'_>],
+    statuses: &[DescriptorStatus],
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::{Map, Value};
+    let mut out = Map::new();
+    out.insert("domain".into(), Value::String(req.domain.clone()));
+    let descriptors = req
+        .descriptors
+        .iter()
+        .map(|d| {
+            let mut m = Map::new();
+            m.insert(
+                "entries".into(),
+                Value::Array(
+                    d.entries
+                        .iter()
+                        .map(|e| Value::String(format!("{}={}", e.key, e.value)))
+                        .collect(),
+                ),
+            );
+            if let Some(o) = d.limit {
+                m.insert(
+                    "limit".into(),
+                    Value::String(format!(
+                        "requests_per_unit:{} unit:{}",
+                        o.requests_per_unit,
+                        o.unit.name()
+                    )),
+                );
+            }
+            if let Some(h) = d.hits_addend {
+                m.insert("hitsAddend".into(), Value::from(h));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    out.insert("descriptors".into(), Value::Array(descriptors));
+    if req.hits_addend != 0 {
+        out.insert("hitsAddend".into(), Value::from(req.hits_addend));
+    }
+    let mut merged = Map::new();
+    for (t, s) in targets.iter().zip(statuses) {
+        if s.code == Code::OverLimit {
+            continue;
+        }
+        if let Target::Counted { rule: Some(r), .. } = t
+            && let Some(md) = &r.metadata
+        {
+            merge_first_wins(&mut merged, md);
+        }
+    }
+    if !merged.is_empty() {
+        out.insert("metadata".into(), Value::Object(merged));
+    }
+    out
+}
+
+fn merge_first_wins(
+    into: &mut serde_json::Map<String, serde_json::Value>,
+    from: &serde_json::Map<String, serde_json::Value>,
+) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (None, _) => {
+                into.insert(k.clone(), v.clone());
+            }
+            (Some(serde_json::Value::Object(a)), serde_json::Value::Object(b)) => {
+                merge_first_wins(a, b)
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The counter store boundary: the only I/O a decision needs, behind a trait.
+
+use async_trait::async_trait;
+
+use crate::unit::Unit;
+
+/// One counter to increment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Increment {
+    /// The cache key (upstream's format, prefix included).
+    pub key: String,
+    /// Hits to add; 0 reads the counter without changing it.
+    pub hits: u64,
+    /// The window of the limit; stores may route by it (e.g. a per-second instance).
+    pub unit: Unit,
+    /// Expiry to set on the key, in seconds: the unit plus jitter.
+    pub ttl_seconds: u64,
+}
+
+/// Why a store could not answer. Over-limit is never an error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreError {
+    /// Names the statistic `ratelimit.service.call.should_rate_limit.<err_type>`,
+    /// e.g. `redis_error`.
+    pub err_type: &'static str,
+    /// What went wrong, for logs and the error status.
+    pub message: String,
+}
+
+impl StoreError {
+    /// A store error counted under `err_type`.
+    pub fn new(err_type: &'static str, message: impl Into<String>) -> Self {
+        StoreError {
+            err_type,
+            message: message.into(),
+        }
+    }
+}
+
+/// A shared counter store: increments a batch of keys and reports the values after the
+/// increment. The store owns atomicity and expiry; everything else is decided in this crate.
+#[async_trait]
+pub trait CounterStore: Send + Sync {
+    /// Adds each increment's hits to its key (creating it with the TTL when absent) and
+    /// writes the post-increment values into `counts` (same order and length as `batch`).
+    /// `now` is the Unix time in seconds the decision is made at.
+    async fn increment(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Result<(), StoreError>;
+
+    /// Whether the store is currently usable (for health checks).
+    fn healthy(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
+    async fn increment(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Result<(), StoreError> {
+        (**self).increment(now, batch, counts).await
+    }
+
+    fn healthy(&self) -> bool {
+        (**self).healthy()
+    }
+}

@@ -1,0 +1,94 @@
+//! Counting invariants, checked on random request sequences.
+
+use std::sync::Arc;
+
+use futures_executor::block_on;
+use proptest::prelude::*;
+use ratelimit_backends::MemoryStore;
+use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request, Stats};
+
+const RULES: &str = "domain: p\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 50}\n  - key: s\n    rate_limit: {unit: second, requests_per_unit: 3}\n";
+
+fn limiter(
+    now: u64,
+) -> (
+    Limiter<MemoryStore, Arc<ManualClock>>,
+    Arc<ManualClock>,
+    Arc<Stats>,
+) {
+    let clock = Arc::new(ManualClock::new(now));
+    let stats = Arc::new(Stats::default());
+    let l = Limiter::builder(MemoryStore::new(), clock.clone())
+        .stats(stats.clone())
+        .yaml("p.yaml", RULES)
+        .build()
+        .unwrap();
+    (l, clock, stats)
+}
+
+fn req(key: &str, value: &str, hits: Option<u64>) -> Request {
+    let mut d = Descriptor::new([(key, value)]);
+    d.hits_addend = hits;
+    Request::new("p", vec![d])
+}
+
+proptest! {
+    /// Within one window the remaining budget never goes up, and once over the limit a
+    /// descriptor stays over until the window changes.
+    #[test]
+    fn remaining_never_increases_within_a_window(hits in proptest::collection::vec(0u64..8, 1..40), start in 0u64..10_000) {
+        let now = start * 60;
+        let (l, _clock, _) = limiter(now);
+        let mut last_remaining = u32::MAX;
+        let mut was_over = false;
+        for h in hits {
+            let r = block_on(l.should_rate_limit(&req("k", "v", Some(h)))).unwrap();
+            let s = &r.statuses[0];
+            prop_assert!(s.limit_remaining <= last_remaining);
+            if was_over {
+                prop_assert_eq!(s.code, Code::OverLimit);
+            }
+            was_over |= s.code == Code::OverLimit;
+            last_remaining = s.limit_remaining;
+        }
+    }
+
+    /// One request with hits_addend n has the same effect as n requests of one hit:
+    /// same final counter, same statistics totals.
+    #[test]
+    fn hits_addend_is_linear(batches in proptest::collection::vec(1u32..20, 1..10)) {
+        let (bulk, _, bulk_stats) = limiter(6_000);
+        let (single, _, single_stats) = limiter(6_000);
+        for n in &batches {
+            let mut r = req("k", "v", None);
+            r.hits_addend = *n;
+            block_on(bulk.should_rate_limit(&r)).unwrap();
+            for _ in 0..*n {
+                block_on(single.should_rate_limit(&req("k", "v", None))).unwrap();
+            }
+        }
+        let peek_bulk = block_on(bulk.should_rate_limit(&req("k", "v", Some(0)))).unwrap();
+        let peek_single = block_on(single.should_rate_limit(&req("k", "v", Some(0)))).unwrap();
+        prop_assert_eq!(&peek_bulk.statuses, &peek_single.statuses);
+        let total = |s: &Stats, stat: &str| s.snapshot()[&format!("ratelimit.service.rate_limit.p.k.{stat}")];
+        let sum: u64 = batches.iter().map(|n| u64::from(*n)).sum();
+        prop_assert_eq!(total(&bulk_stats, "total_hits"), sum);
+        prop_assert_eq!(total(&single_stats, "total_hits"), sum);
+        // With single hits every hit is either within or over the limit.
+        prop_assert_eq!(total(&single_stats, "over_limit") + total(&single_stats, "within_limit"), sum);
+        prop_assert_eq!(total(&bulk_stats, "over_limit"), total(&single_stats, "over_limit"));
+    }
+
+    /// A new window starts from zero: after the clock passes the window, the first hit
+    /// leaves limit - 1.
+    #[test]
+    fn windows_reset(pre in 1u64..10, gap in 1u64..5) {
+        let (l, clock, _) = limiter(1_000);
+        for _ in 0..pre {
+            block_on(l.should_rate_limit(&req("s", "x", None))).unwrap();
+        }
+        clock.advance(gap);
+        let r = block_on(l.should_rate_limit(&req("s", "x", None))).unwrap();
+        prop_assert_eq!(r.statuses[0].limit_remaining, 2);
+    }
+}

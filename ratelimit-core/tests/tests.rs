@@ -1,0 +1,4 @@
+//! Table tests from YAML fixtures (written for this project) plus property tests.
+
+mod fixtures;
+mod properties;

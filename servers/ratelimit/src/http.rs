@@ -1,0 +1,202 @@
+//! The HTTP faces: `/json` and `/healthcheck` on the main port, and the debug port.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use ratelimit_core::{Code, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::App;
+use crate::log::{self, Level};
+
+type Resp = Response<Full<Bytes>>;
+
+fn text(status: StatusCode, body: &'static str) -> Resp {
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Upstream answers every unusable `/json` request with exactly this; the reason goes in a
+/// header and the log so that clients matching on the body keep working.
+fn bad_request(reason: &str) -> Resp {
+    log::log(Level::Debug, &format!("/json: bad request: {reason}"));
+    let mut r = text(StatusCode::BAD_REQUEST, "Bad Request\n");
+    if let Ok(v) = header::HeaderValue::from_str(&sanitize_header(reason)) {
+        r.headers_mut().insert("x-ratelimit-error", v);
+    }
+    r
+}
+
+fn sanitize_header(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(512)
+        .collect()
+}
+
+/// The main port: `/json` (any method, as upstream) and `/healthcheck`.
+pub async fn main_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    match req.uri().path() {
+        "/json" => json_handler(app, req).await,
+        "/healthcheck" => {
+            if app.health.healthy() {
+                text(StatusCode::OK, "OK")
+            } else {
+                text(StatusCode::INTERNAL_SERVER_ERROR, "")
+            }
+        }
+        _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+    }
+}
+
+async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    let max = app.settings.http_max_body_bytes;
+    let read = tokio::time::timeout(
+        app.settings.http_read_timeout,
+        Limited::new(req.into_body(), max).collect(),
+    )
+    .await;
+    let body = match read {
+        Err(_) => return text(StatusCode::REQUEST_TIMEOUT, "Request Timeout\n"),
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return text(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large\n");
+        }
+        Ok(Err(e)) => return bad_request(&format!("cannot read body: {e}")),
+        Ok(Ok(b)) => b.to_bytes(),
+    };
+    let request = match json::parse_request(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(&e.to_string()),
+    };
+    let resp = match app.limiter.should_rate_limit(&request).await {
+        Ok(r) => r,
+        Err(e) => {
+            log::log(Level::Warn, &format!("/json: {e}"));
+            return bad_request(&e.to_string());
+        }
+    };
+    let status = match resp.overall_code {
+        Code::Ok => StatusCode::OK,
+        Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unknown => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let mut r = Response::new(Full::new(Bytes::from(json::write_response(&resp))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Paths of the debug port with their help text, as listed by `/`.
+const DEBUG_PATHS: [(&str, &str); 2] = [
+    (
+        "/rlconfig",
+        "print out the currently loaded configuration for debugging",
+    ),
+    ("/stats", "print out stats"),
+];
+
+/// The debug port: `/` (index), `/rlconfig`, `/stats`.
+pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
+    }
+    let body = match req.uri().path() {
+        "/" => DEBUG_PATHS
+            .iter()
+            .map(|(p, h)| format!("{p}: {h}\n"))
+            .collect::<String>(),
+        "/rlconfig" => app.limiter.rules().map(|r| r.dump()).unwrap_or_default(),
+        "/stats" => app
+            .limiter
+            .stats()
+            .snapshot()
+            .into_iter()
+            .map(|(k, v)| format!("{k}: {v}\n"))
+            .collect(),
+        _ => return text(StatusCode::NOT_FOUND, "404 page not found\n"),
+    };
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Serves HTTP/1.1 and h2c on `listener` until `shutdown` flips, then lets open
+/// connections finish for up to `drain`.
+pub async fn serve_http<H, Fut>(
+    listener: TcpListener,
+    handler: H,
+    mut shutdown: watch::Receiver<bool>,
+    read_timeout: Duration,
+    drain: Duration,
+) where
+    H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Resp> + Send + 'static,
+{
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Bounds how long a client may take to send its headers (slowloris).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(read_timeout);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        // Usually EMFILE: back off instead of spinning.
+                        log::log(Level::Error, &format!("accept failed: {e}"));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let h = handler.clone();
+                let svc = service_fn(move |req| {
+                    let h = h.clone();
+                    async move { Ok::<_, Infallible>(h(req).await) }
+                });
+                let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+}

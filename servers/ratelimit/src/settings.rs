@@ -1,0 +1,418 @@
+//! Settings from upstream's environment variable names, parsed strictly: a bad value is a
+//! startup error naming the variable and the value, never a silent default.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ratelimit_core::{HeaderNames, LimiterSettings};
+
+/// A setting that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The variable.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+    /// What was expected.
+    pub expected: String,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid value for {}: {:?} (expected {})",
+            self.name, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+/// Which counter store to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendType {
+    /// In-process memory (this project's addition).
+    Memory,
+    /// Redis (upstream's default).
+    Redis,
+    /// memcached.
+    Memcache,
+}
+
+/// Where rules come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    /// YAML files under the runtime directory.
+    File,
+    /// An xDS management server (state of the world).
+    GrpcXdsSotw,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `time=... level=... msg=...`
+    Text,
+    /// `{"@timestamp":...,"@message":...,"level":...}`
+    Json,
+}
+
+/// Everything the server reads from the environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `HOST`
+    pub host: String,
+    /// `PORT`
+    pub port: u16,
+    /// `GRPC_HOST`
+    pub grpc_host: String,
+    /// `GRPC_PORT`
+    pub grpc_port: u16,
+    /// `GRPC_UDS`
+    pub grpc_uds: String,
+    /// `GRPC_SERVER_USE_TLS`
+    pub grpc_server_use_tls: bool,
+    /// `GRPC_SERVER_TLS_CERT`: certificate chain (PEM), reloaded when it changes.
+    pub grpc_server_tls_cert: String,
+    /// `GRPC_SERVER_TLS_KEY`: private key (PEM), reloaded when it changes.
+    pub grpc_server_tls_key: String,
+    /// `GRPC_CLIENT_TLS_CACERT`: CA for client certificates; set means mutual TLS.
+    pub grpc_client_tls_cacert: String,
+    /// `GRPC_CLIENT_TLS_SAN`: DNS name a client certificate must carry.
+    pub grpc_client_tls_san: String,
+    /// `GRPC_MAX_CONNECTION_AGE` (24h): connections are asked to go away after this, +/-10%.
+    pub grpc_max_connection_age: Duration,
+    /// `GRPC_MAX_CONNECTION_AGE_GRACE` (1h): then closed this much later.
+    pub grpc_max_connection_age_grace: Duration,
+    /// `DEBUG_HOST`
+    pub debug_host: String,
+    /// `DEBUG_PORT`
+    pub debug_port: u16,
+    /// `BACKEND_TYPE`
+    pub backend_type: BackendType,
+    /// `CONFIG_TYPE`
+    pub config_type: ConfigType,
+    /// `RUNTIME_ROOT`
+    pub runtime_root: PathBuf,
+    /// `RUNTIME_SUBDIRECTORY`
+    pub runtime_subdirectory: String,
+    /// `RUNTIME_APPDIRECTORY`
+    pub runtime_appdirectory: String,
+    /// `RUNTIME_IGNOREDOTFILES`
+    pub runtime_ignore_dotfiles: bool,
+    /// `RUNTIME_WATCH_ROOT`
+    pub runtime_watch_root: bool,
+    /// `MERGE_DOMAIN_CONFIG`
+    pub merge_domain_config: bool,
+    /// `FORCE_START_WITHOUT_INITIAL_CONFIG`
+    pub force_start_without_initial_config: bool,
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`
+    pub healthy_with_at_least_one_config_loaded: bool,
+    /// `LOG_LEVEL` (lower-cased)
+    pub log_level: String,
+    /// `LOG_FORMAT`
+    pub log_format: LogFormat,
+    /// `HTTP_MAX_BODY_BYTES`: our bound on `/json` bodies (upstream has none).
+    pub http_max_body_bytes: usize,
+    /// `HTTP_READ_TIMEOUT`: bound on reading a request (headers and body).
+    pub http_read_timeout: Duration,
+    /// `STATS_DYNAMIC_CAP`: bound on stats named from request values.
+    pub stats_dynamic_cap: u64,
+    /// The limiter's switches (`CACHE_KEY_PREFIX`, `NEAR_LIMIT_RATIO`, ...).
+    pub limiter: LimiterSettings,
+}
+
+/// Reads variables through `lookup` so that tests need not touch the process environment.
+pub struct Env<F: Fn(&str) -> Option<String>>(pub F);
+
+impl<F: Fn(&str) -> Option<String>> Env<F> {
+    fn raw(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+
+    fn string(&self, name: &str, default: &str) -> String {
+        self.raw(name).unwrap_or_else(|| default.to_owned())
+    }
+
+    fn err(&self, name: &str, value: &str, expected: &str) -> SettingsError {
+        SettingsError {
+            name: name.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
+    }
+
+    /// Go's `strconv.ParseBool` accepts exactly these spellings.
+    fn boolean(&self, name: &str, default: bool) -> Result<bool, SettingsError> {
+        match self.raw(name) {
+            None => Ok(default),
+            Some(v) => match v.as_str() {
+                "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+                "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+                "" => Ok(default),
+                _ => Err(self.err(name, &v, "a boolean such as true or false")),
+            },
+        }
+    }
+
+    fn number<T: std::str::FromStr>(
+        &self,
+        name: &str,
+        default: T,
+        expected: &str,
+    ) -> Result<T, SettingsError> {
+        match self.raw(name) {
+            None => Ok(default),
+            Some(v) if v.is_empty() => Ok(default),
+            Some(v) => v.trim().parse().map_err(|_| self.err(name, &v, expected)),
+        }
+    }
+
+    fn duration(&self, name: &str, default: Duration) -> Result<Duration, SettingsError> {
+        match self.raw(name) {
+            None => Ok(default),
+            Some(v) if v.is_empty() => Ok(default),
+            Some(v) => parse_go_duration(&v)
+                .ok_or_else(|| self.err(name, &v, "a duration such as 10s, 150us or 1h30m")),
+        }
+    }
+}
+
+/// Parses Go's `time.ParseDuration` syntax (`300ms`, `1.5h`, `2h45m`, `0`); negative
+/// durations are rejected.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let s = s.strip_prefix('+').unwrap_or(s);
+    if s.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += n * scale;
+    }
+    if !total.is_finite() || total > 1e12 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Settings, SettingsError> {
+        Settings::from_lookup(|n| std::env::var(n).ok())
+    }
+
+    /// Reads settings through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
+        let env = Env(lookup);
+        let backend_raw = env.string("BACKEND_TYPE", "redis");
+        let backend_type = match backend_raw.as_str() {
+            "memory" => BackendType::Memory,
+            "redis" | "" => BackendType::Redis,
+            "memcache" => BackendType::Memcache,
+            _ => {
+                return Err(env.err(
+                    "BACKEND_TYPE",
+                    &backend_raw,
+                    "one of memory, redis, memcache",
+                ));
+            }
+        };
+        let config_raw = env.string("CONFIG_TYPE", "FILE");
+        let config_type = match config_raw.as_str() {
+            "FILE" => ConfigType::File,
+            "GRPC_XDS_SOTW" => ConfigType::GrpcXdsSotw,
+            _ => return Err(env.err("CONFIG_TYPE", &config_raw, "FILE or GRPC_XDS_SOTW")),
+        };
+        let log_format_raw = env.string("LOG_FORMAT", "text");
+        let log_format = match log_format_raw.to_ascii_lowercase().as_str() {
+            "text" | "" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            _ => return Err(env.err("LOG_FORMAT", &log_format_raw, "text or json")),
+        };
+        let log_level = env.string("LOG_LEVEL", "warn").to_ascii_lowercase();
+        if ![
+            "trace", "debug", "info", "warn", "warning", "error", "fatal", "panic",
+        ]
+        .contains(&log_level.as_str())
+        {
+            return Err(env.err("LOG_LEVEL", &log_level, "one of debug, info, warn, error"));
+        }
+        let near: f32 = env.number("NEAR_LIMIT_RATIO", 0.8, "a number between 0 and 1")?;
+        if !(0.0..=1.0).contains(&near) {
+            return Err(env.err(
+                "NEAR_LIMIT_RATIO",
+                &near.to_string(),
+                "a number between 0 and 1",
+            ));
+        }
+        let headers = env.boolean("LIMIT_RESPONSE_HEADERS_ENABLED", false)?;
+        let limiter = LimiterSettings {
+            cache_key_prefix: env.string("CACHE_KEY_PREFIX", ""),
+            near_limit_ratio: near,
+            expiration_jitter_max_seconds: env.number(
+                "EXPIRATION_JITTER_MAX_SECONDS",
+                300,
+                "a whole number of seconds",
+            )?,
+            shadow_mode: env.boolean("SHADOW_MODE", false)?,
+            quota_mode: env.boolean("QUOTA_MODE", false)?,
+            response_headers: headers.then(|| HeaderNames {
+                limit: env.string("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+                remaining: env.string("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+                reset: env.string("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+            }),
+            dynamic_metadata: env.boolean("RESPONSE_DYNAMIC_METADATA", false)?,
+        };
+        Ok(Settings {
+            host: env.string("HOST", "0.0.0.0"),
+            port: env.number("PORT", 8080, "a port number")?,
+            grpc_host: env.string("GRPC_HOST", "0.0.0.0"),
+            grpc_port: env.number("GRPC_PORT", 8081, "a port number")?,
+            grpc_uds: env.string("GRPC_UDS", ""),
+            grpc_server_use_tls: env.boolean("GRPC_SERVER_USE_TLS", false)?,
+            grpc_server_tls_cert: env.string("GRPC_SERVER_TLS_CERT", ""),
+            grpc_server_tls_key: env.string("GRPC_SERVER_TLS_KEY", ""),
+            grpc_client_tls_cacert: env.string("GRPC_CLIENT_TLS_CACERT", ""),
+            grpc_client_tls_san: env.string("GRPC_CLIENT_TLS_SAN", ""),
+            grpc_max_connection_age: env
+                .duration("GRPC_MAX_CONNECTION_AGE", Duration::from_secs(24 * 3600))?,
+            grpc_max_connection_age_grace: env
+                .duration("GRPC_MAX_CONNECTION_AGE_GRACE", Duration::from_secs(3600))?,
+            debug_host: env.string("DEBUG_HOST", "0.0.0.0"),
+            debug_port: env.number("DEBUG_PORT", 6070, "a port number")?,
+            backend_type,
+            config_type,
+            runtime_root: PathBuf::from(env.string("RUNTIME_ROOT", "/srv/runtime_data/current")),
+            runtime_subdirectory: env.string("RUNTIME_SUBDIRECTORY", ""),
+            runtime_appdirectory: env.string("RUNTIME_APPDIRECTORY", "config"),
+            runtime_ignore_dotfiles: env.boolean("RUNTIME_IGNOREDOTFILES", false)?,
+            runtime_watch_root: env.boolean("RUNTIME_WATCH_ROOT", true)?,
+            merge_domain_config: env.boolean("MERGE_DOMAIN_CONFIG", false)?,
+            force_start_without_initial_config: env
+                .boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false)?,
+            healthy_with_at_least_one_config_loaded: env
+                .boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
+            log_level,
+            log_format,
+            http_max_body_bytes: env.number("HTTP_MAX_BODY_BYTES", 1 << 20, "a number of bytes")?,
+            http_read_timeout: env.duration("HTTP_READ_TIMEOUT", Duration::from_secs(30))?,
+            stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
+            limiter,
+        })
+    }
+
+    /// The directory holding the rule files.
+    pub fn config_dir(&self) -> PathBuf {
+        let mut p = self.runtime_root.clone();
+        if !self.runtime_subdirectory.is_empty() {
+            p.push(&self.runtime_subdirectory);
+        }
+        p.push(&self.runtime_appdirectory);
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_lookup(move |n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let s = with(&[]).unwrap();
+        assert_eq!((s.port, s.grpc_port, s.debug_port), (8080, 8081, 6070));
+        assert_eq!(s.backend_type, BackendType::Redis);
+        assert_eq!(
+            s.config_dir(),
+            PathBuf::from("/srv/runtime_data/current/config")
+        );
+        assert_eq!(s.limiter.expiration_jitter_max_seconds, 300);
+        assert!(s.runtime_watch_root);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let e = with(&[("PORT", "80x")]).unwrap_err();
+        assert_eq!(e.name, "PORT");
+        assert!(e.to_string().contains("\"80x\""));
+        assert_eq!(
+            with(&[("SHADOW_MODE", "yes")]).unwrap_err().name,
+            "SHADOW_MODE"
+        );
+        assert_eq!(
+            with(&[("BACKEND_TYPE", "etcd")]).unwrap_err().name,
+            "BACKEND_TYPE"
+        );
+        assert_eq!(
+            with(&[("NEAR_LIMIT_RATIO", "2")]).unwrap_err().name,
+            "NEAR_LIMIT_RATIO"
+        );
+        assert_eq!(
+            with(&[("HTTP_READ_TIMEOUT", "5 parsecs")])
+                .unwrap_err()
+                .name,
+            "HTTP_READ_TIMEOUT"
+        );
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("150us"), Some(Duration::from_micros(150)));
+        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+        assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("-1s"), None);
+        assert_eq!(parse_go_duration(""), None);
+    }
+
+    #[test]
+    fn subdirectory_and_prefix() {
+        let s = with(&[
+            ("RUNTIME_ROOT", "/r"),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("CACHE_KEY_PREFIX", "p:"),
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("LIMIT_RESET_HEADER", "X-Reset"),
+        ])
+        .unwrap();
+        assert_eq!(s.config_dir(), PathBuf::from("/r/ratelimit/config"));
+        assert_eq!(s.limiter.cache_key_prefix, "p:");
+        assert_eq!(s.limiter.response_headers.unwrap().reset, "X-Reset");
+    }
+}

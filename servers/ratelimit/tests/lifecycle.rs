@@ -1,0 +1,105 @@
+//! Startup failures, graceful shutdown.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{command, request, start, temp_dir};
+
+fn run_to_exit(env: &[(&str, &str)], rules: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = temp_dir("exit");
+    for (name, text) in rules {
+        std::fs::write(dir.join("config").join(name), text).unwrap();
+    }
+    let mut child = command(&dir, env).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the server should have exited");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (status.code(), err)
+}
+
+const OK_RULES: &str =
+    "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n";
+
+#[test]
+fn a_bad_setting_names_the_variable_and_value() {
+    let (code, err) = run_to_exit(&[("PORT", "80eighty")], &[("a.yaml", OK_RULES)]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("PORT") && err.contains("80eighty"), "{err}");
+    let (code, err) = run_to_exit(&[("NEAR_LIMIT_RATIO", "high")], &[("a.yaml", OK_RULES)]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("NEAR_LIMIT_RATIO") && err.contains("high"),
+        "{err}"
+    );
+}
+
+#[test]
+fn stores_not_built_yet_fail_clearly() {
+    for backend in ["redis", "memcache"] {
+        let (code, err) = run_to_exit(&[("BACKEND_TYPE", backend)], &[("a.yaml", OK_RULES)]);
+        assert_ne!(code, Some(0));
+        assert!(err.contains("not built yet"), "{err}");
+    }
+}
+
+#[test]
+fn a_bad_rule_file_names_file_path_and_problem() {
+    let bad = "domain: d\ndescriptors:\n  - key: ip\n    rate_limit:\n      unlimied: true\n";
+    let (code, err) = run_to_exit(&[], &[("a.yaml", OK_RULES), ("b.yaml", bad)]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains(
+            "config.b.yaml: config error, unknown key 'unlimied' (at descriptors[0].rate_limit)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_rule_directory_is_reported() {
+    let dir = temp_dir("missing");
+    let missing = dir.join("nowhere");
+    let (code, err) = run_to_exit(&[("RUNTIME_ROOT", missing.to_str().unwrap())], &[]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("cannot read rule directory"), "{err}");
+}
+
+#[test]
+fn sigterm_drains_and_exits_cleanly() {
+    let mut srv = start(&[("a.yaml", OK_RULES)], &[]);
+    assert_eq!(request(srv.http, "GET", "/healthcheck", b"").status, 200);
+    let pid = srv.child.id().to_string();
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = srv.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let log: Vec<String> = srv.stderr.try_iter().collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("termination signal received")),
+        "{log:?}"
+    );
+}
