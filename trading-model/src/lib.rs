@@ -36,6 +36,7 @@ mod catalogue;
 mod describe;
 mod envelope;
 mod errors;
+pub mod limits;
 mod paging;
 mod params;
 mod validate;
