@@ -34,12 +34,14 @@ use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::Value;
 use tokio::net::TcpListener;
 use trading_model::auth::{AuthError, Signed, Token, check_nonce};
+use trading_model::limits::Subject;
 use trading_model::{
     ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure,
     prepare, success,
 };
 
 mod handlers;
+mod limiting;
 mod resources;
 pub mod store;
 
@@ -72,6 +74,8 @@ pub struct Settings {
     pub clock: Clock,
     /// Where the store lives; `None` keeps everything in memory (lost at exit).
     pub data_dir: Option<PathBuf>,
+    /// Requests per minute per address for calls without a valid key; 0 disables the limit.
+    pub ip_per_minute: u32,
 }
 
 impl Default for Settings {
@@ -86,6 +90,7 @@ impl Default for Settings {
                 .collect(),
             clock: system_clock(),
             data_dir: None,
+            ip_per_minute: 60,
         }
     }
 }
@@ -98,6 +103,7 @@ impl std::fmt::Debug for Settings {
             .field("grace", &self.grace)
             .field("exchanges", &self.exchanges)
             .field("data_dir", &self.data_dir)
+            .field("ip_per_minute", &self.ip_per_minute)
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +115,7 @@ struct App {
     requests: AtomicU64,
     boot_ms: u64,
     store: Arc<Store>,
+    limits: limiting::Limits,
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then lets open connections
@@ -123,6 +130,7 @@ pub async fn serve(
         None => Store::in_memory(),
     }
     .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let limits = limiting::Limits::new(settings.clock.clone()).map_err(std::io::Error::other)?;
     let cat = Catalogue::builtin();
     let openapi = serde_json::to_vec(&served_openapi(cat)).unwrap_or_default();
     let app = Arc::new(App {
@@ -132,6 +140,7 @@ pub async fn serve(
         openapi: Bytes::from(openapi),
         requests: AtomicU64::new(0),
         store: Arc::new(store),
+        limits,
     });
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -210,11 +219,29 @@ fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
 async fn handle(
     app: &App,
     req: http::Request<Incoming>,
-    _remote: SocketAddr,
+    remote: SocketAddr,
 ) -> Response<Full<Bytes>> {
-    let started = Instant::now();
     let n = app.requests.fetch_add(1, Ordering::Relaxed);
     let request_id = format!("{:x}-{n}", app.boot_ms);
+    let mut extra = Vec::new();
+    let mut resp = respond(app, req, remote, &request_id, &mut extra).await;
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    for (k, v) in extra {
+        resp.headers_mut().insert(k, v);
+    }
+    resp
+}
+
+async fn respond(
+    app: &App,
+    req: http::Request<Incoming>,
+    remote: SocketAddr,
+    request_id: &str,
+    extra: &mut Vec<(http::HeaderName, HeaderValue)>,
+) -> Response<Full<Bytes>> {
+    let started = Instant::now();
     let now = (app.settings.clock)();
     let raw_path = req.uri().path().to_owned();
     let endpoint_path = raw_path
@@ -228,14 +255,9 @@ async fn handle(
             ep.is_some_and(|e| e.auth_required),
             now,
         )
-        .request_id(request_id.clone())
+        .request_id(request_id)
     };
-    let finish = |mut resp: Response<Full<Bytes>>| {
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            resp.headers_mut().insert("x-request-id", v);
-        }
-        resp
-    };
+    let finish = |resp: Response<Full<Bytes>>| resp;
 
     if raw_path == "/api/v2/openapi.json" && req.method() == http::Method::GET {
         let mut resp = Response::new(Full::new(app.openapi.clone()));
@@ -284,9 +306,18 @@ async fn handle(
         return finish(fail(err, None));
     };
 
-    // Refuse keyless calls before reading their bodies.
+    let address = remote.ip().to_string();
+    // Refuse keyless calls before reading their bodies (they still count for the address).
     if ep.auth_required && header_text(req.headers(), "key").is_none() {
-        return finish(fail(AuthError::MissingKey.to_api_error(), Some(ep)));
+        let limit = app
+            .limits
+            .check(&address, Subject::Address, app.settings.ip_per_minute, now)
+            .await;
+        extra.extend(limit.headers);
+        let err = limit
+            .error
+            .unwrap_or_else(|| AuthError::MissingKey.to_api_error());
+        return finish(fail(err, Some(ep)));
     }
     let key = header_text(req.headers(), "key");
     let authorization = header_text(req.headers(), "authorization");
@@ -321,12 +352,34 @@ async fn handle(
             query: &query,
             body: &body,
         };
-        match authenticate(app, key, authorization, &signed, now).await {
-            Ok(c) => Some(c),
-            Err(e) => return finish(fail(e, Some(ep))),
+        match authenticate(app, key.clone(), authorization, &signed, now).await {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => Err(e),
         }
     } else {
-        None
+        Ok(None)
+    };
+    // Authenticated calls count against their key and plan; everything else against the
+    // address, so failing authentication does not escape the limits.
+    let limit = match (&caller, &key) {
+        (Ok(Some(c)), Some(k)) => {
+            app.limits
+                .check(k, Subject::Key, c.plan.rate_minute, now)
+                .await
+        }
+        _ => {
+            app.limits
+                .check(&address, Subject::Address, app.settings.ip_per_minute, now)
+                .await
+        }
+    };
+    extra.extend(limit.headers);
+    if let Some(e) = limit.error {
+        return finish(fail(e, Some(ep)));
+    }
+    let caller = match caller {
+        Ok(c) => c,
+        Err(e) => return finish(fail(e, Some(ep))),
     };
     let meta = |ep: Option<&Endpoint>| match &caller {
         Some(c) => meta(ep).uid(c.user_id).auth(AuthMeta {

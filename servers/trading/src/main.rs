@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  trading-api [--listen ADDR] [--data-dir DIR]
+  trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N]
   trading-api create-key --data-dir DIR --name NAME [--plan PLAN] [--strict]
 
   --listen ADDR    address to serve on (default 0.0.0.0:8090)
   --data-dir DIR   where keys and account data are kept (default: in memory, lost at exit)
+  --ip-per-minute N  requests a minute per address without a valid key (default 60; 0: no limit)
   --name NAME      account the key belongs to (created on first use)
   --plan PLAN      subscription plan of a new account (default Free)
   --strict         the key only accepts tokens that also sign method, path, query and body
@@ -23,6 +24,7 @@ enum Command {
     Serve {
         listen: SocketAddr,
         data_dir: Option<PathBuf>,
+        ip_per_minute: u32,
     },
     CreateKey {
         data_dir: PathBuf,
@@ -43,6 +45,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut name = None;
     let mut plan = "Free".to_owned();
     let mut strict = false;
+    let mut ip_per_minute = 60;
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
@@ -62,6 +65,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
                     .parse()
                     .map_err(|e| format!("--listen {v:?} is not an address: {e}"))?;
             }
+            "--ip-per-minute" if !create => {
+                let v = value("a number of requests")?;
+                ip_per_minute = v
+                    .parse()
+                    .map_err(|_| format!("--ip-per-minute {v:?} is not a whole number"))?;
+            }
             "--data-dir" => data_dir = Some(PathBuf::from(value("a directory")?)),
             "--name" if create => name = Some(value("an account name")?),
             "--plan" if create => plan = value("a plan name")?,
@@ -70,7 +79,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
         }
     }
     if !create {
-        return Ok(Command::Serve { listen, data_dir });
+        return Ok(Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        });
     }
     let data_dir = data_dir.ok_or("create-key needs --data-dir")?;
     let name = name
@@ -90,7 +103,11 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             ExitCode::SUCCESS
         }
-        Ok(Command::Serve { listen, data_dir }) => serve(listen, data_dir),
+        Ok(Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        }) => serve(listen, data_dir, ip_per_minute),
         Ok(Command::CreateKey {
             data_dir,
             name,
@@ -120,7 +137,7 @@ fn create_key(dir: &std::path::Path, name: &str, plan: &str, strict: bool) -> Ex
     }
 }
 
-fn serve(listen: SocketAddr, data_dir: Option<PathBuf>) -> ExitCode {
+fn serve(listen: SocketAddr, data_dir: Option<PathBuf>, ip_per_minute: u32) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -166,6 +183,7 @@ fn serve(listen: SocketAddr, data_dir: Option<PathBuf>) -> ExitCode {
         };
         let settings = trading_server::Settings {
             data_dir,
+            ip_per_minute,
             ..trading_server::Settings::default()
         };
         match trading_server::serve(listener, settings, shutdown).await {
@@ -188,16 +206,32 @@ mod tests {
 
     #[test]
     fn serve_arguments() {
-        let Command::Serve { listen, data_dir } = parse(&[]).unwrap() else {
-            panic!()
-        };
-        assert_eq!((listen.port(), data_dir), (8090, None));
-        let Command::Serve { listen, data_dir } =
-            parse(&["--listen", "127.0.0.1:1", "--data-dir=/tmp/x"]).unwrap()
+        let Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        } = parse(&[]).unwrap()
         else {
             panic!()
         };
-        assert_eq!(listen.port(), 1);
+        assert_eq!((listen.port(), data_dir, ip_per_minute), (8090, None, 60));
+        let Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        } = parse(&[
+            "--listen",
+            "127.0.0.1:1",
+            "--data-dir=/tmp/x",
+            "--ip-per-minute",
+            "0",
+        ])
+        .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((listen.port(), ip_per_minute), (1, 0));
+        assert!(parse(&["--ip-per-minute", "-1"]).is_err());
         assert_eq!(data_dir, Some(PathBuf::from("/tmp/x")));
         assert_eq!(parse(&["--help"]).unwrap(), Command::Help);
         assert!(parse(&["--listen"]).is_err());

@@ -92,6 +92,8 @@ CREATE TABLE IF NOT EXISTS plans (
     rate_minute INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO plans (id, name, rate_minute) VALUES ('0', 'Free', 60);
+-- For local load and schema tests: no per-key request limit (rateLimits.minute 0).
+INSERT OR IGNORE INTO plans (id, name, rate_minute) VALUES ('100', 'Unlimited', 0);
 CREATE TABLE IF NOT EXISTS users (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -498,7 +500,7 @@ mod tests {
         assert!(s.advance_nonce(&k2.key, 15_922_073_240_280_000).unwrap());
 
         match s.create_key("bob", "Gold", false, 1) {
-            Err(StoreError::UnknownPlan { known, .. }) => assert_eq!(known, ["Free"]),
+            Err(StoreError::UnknownPlan { known, .. }) => assert_eq!(known, ["Free", "Unlimited"]),
             other => panic!("{other:?}"),
         }
     }

@@ -38,6 +38,8 @@ async fn start(settings: Settings) -> Server {
 fn fixed_clock() -> Settings {
     Settings {
         clock: Arc::new(|| NOW),
+        // Most tests send many anonymous requests; the limit tests switch it on.
+        ip_per_minute: 0,
         ..Settings::default()
     }
 }
@@ -817,5 +819,93 @@ async fn account_resources_are_stored_per_account() {
     assert_eq!(r.json()["data"]["total"], 2);
     let r = alice.get("subaccounts/subaccount-list").await;
     assert_eq!(r.json()["data"][0]["username"], "carol1");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn limits_answer_429_then_a_growing_418() {
+    let clock = Arc::new(std::sync::atomic::AtomicU64::new(NOW));
+    let c = clock.clone();
+    let dir = temp_dir("limits");
+    let k = Store::open(&dir)
+        .unwrap()
+        .create_key("dora", "Free", false, NOW)
+        .unwrap();
+    let s = start(Settings {
+        clock: Arc::new(move || c.load(std::sync::atomic::Ordering::SeqCst)),
+        ip_per_minute: 3,
+        data_dir: Some(dir.clone()),
+        ..Settings::default()
+    })
+    .await;
+    let anon = || call(s.addr, "GET", "/api/v2/system/timestamp", &[], b"");
+    for i in 0..3 {
+        let r = anon().await;
+        assert_eq!(r.status, 200, "request {i}");
+        assert_eq!(
+            r.header("ratelimit-policy").as_deref(),
+            Some("\"minute\";q=3;w=60")
+        );
+    }
+    let r = anon().await;
+    assert_eq!(r.status, 429);
+    let v = envelope(&r, "system/timestamp");
+    assert_eq!(v["data"]["code"], 1508);
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait));
+    assert!(r.header("ratelimit").unwrap().contains("r=0"));
+    // Keyless calls to key-only endpoints count for the address too.
+    let r = call(s.addr, "GET", "/api/v2/subscriptions/details", &[], b"").await;
+    assert_eq!(r.status, 418, "continuing after 429 earns a ban");
+    assert_eq!(r.json()["data"]["code"], 1509);
+    assert_eq!(r.header("retry-after").as_deref(), Some("120"));
+    clock.fetch_add(60_000, std::sync::atomic::Ordering::SeqCst);
+    let r = anon().await;
+    assert_eq!(r.status, 418, "still banned");
+    assert_eq!(r.header("retry-after").as_deref(), Some("60"));
+
+    // The address's ban does not touch a valid key, which has its plan's 60 a minute.
+    let mut step = 0;
+    let mut signed = || {
+        step += 1;
+        let token = legacy_token(
+            &k.secret,
+            u128::from(clock.load(std::sync::atomic::Ordering::SeqCst)) * 10_000 + step,
+        );
+        let key = k.key.clone();
+        async move {
+            call(
+                s.addr,
+                "GET",
+                "/api/v2/system/information",
+                &[("Key", &key), ("Authorization", &token)],
+                b"",
+            )
+            .await
+        }
+    };
+    for _ in 0..60 {
+        assert_ne!(signed().await.status, 429);
+    }
+    let r = signed().await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.json()["data"]["code"], 1507);
+    assert!(
+        r.json()["data"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("60 requests per minute")
+    );
+    assert_eq!(signed().await.status, 418);
+
+    // After the ban, the address starts a new window; repeating the offence doubles the ban.
+    clock.fetch_add(61_000, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..3 {
+        assert_eq!(anon().await.status, 200);
+    }
+    assert_eq!(anon().await.status, 429);
+    let r = anon().await;
+    assert_eq!(r.status, 418);
+    assert_eq!(r.header("retry-after").as_deref(), Some("240"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,10 +7,11 @@ bin=$1
 work=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$work"' EXIT
-creds=$("$bin" create-key --data-dir "$work/data" --name schemathesis)
+# Thousands of requests in under a minute: a plan and settings without request limits.
+creds=$("$bin" create-key --data-dir "$work/data" --name schemathesis --plan Unlimited)
 export TRADING_KEY=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["key"])' "$creds")
 export TRADING_SECRET=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["secret"])' "$creds")
-"$bin" --listen 127.0.0.1:0 --data-dir "$work/data" 2>"$work/server.log" &
+"$bin" --listen 127.0.0.1:0 --data-dir "$work/data" --ip-per-minute 0 2>"$work/server.log" &
 pid=$!
 for _ in $(seq 50); do
     addr=$(grep -o 'http://[0-9.:]*' "$work/server.log" | head -1 || true)
