@@ -16,8 +16,12 @@ pub(crate) const DEFAULT_EXCHANGES: [(&str, &str); 8] = [
     ("okex", "OKEx"),
 ];
 
-/// Endpoints answered here without stored state.
-const STATELESS: [&str; 9] = [
+/// Endpoints answered here (the account resources are in `resources`).
+const STATELESS: [&str; 13] = [
+    "user/access-history",
+    "user/account-details",
+    "subaccounts/subaccount-access-history",
+    "user/settings",
     "system/timestamp",
     "system/endpoints",
     "system/ep",
@@ -40,11 +44,22 @@ pub(crate) struct Env {
     pub exchanges: Vec<String>,
     pub caller: Option<crate::Caller>,
     pub store: std::sync::Arc<crate::store::Store>,
+    /// Caller's address, for the access history.
+    pub address: String,
 }
 
 /// Runs the endpoint's handler. Called on a blocking thread: resource handlers use SQLite.
 pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
     let now = env.now_ms;
+    if let Some(c) = &env.caller {
+        // Every authenticated call that got this far is part of the access history.
+        let mut entry = serde_json::Map::new();
+        entry.insert("endpoint".into(), json!(ep.path));
+        entry.insert("address".into(), json!(env.address));
+        env.store
+            .insert_record("access", c.user_id, &entry, None, now)
+            .map_err(crate::resources::db)?;
+    }
     if let Some((spec, action)) = crate::resources::find(&ep.path) {
         let caller = env
             .caller
@@ -86,6 +101,49 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
             Some(c) => plan_details(&c.plan),
             None => return Err(ApiError::new(ErrorCode::MissingKey)),
         },
+        "user/access-history" => {
+            let c = env
+                .caller
+                .as_ref()
+                .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))?;
+            let page = trading_model::Page::of(ep, valid).unwrap_or(trading_model::Page {
+                limit: 10,
+                pagenumber: 1,
+            });
+            let (rows, total) = env
+                .store
+                .list_records("access", c.user_id, page.limit, page.offset())
+                .map_err(crate::resources::db)?;
+            json!({
+                "records": rows.iter().map(crate::resources::answer).collect::<Vec<_>>(),
+                "page": page.pagenumber,
+                "showing": rows.len(),
+                "total": total,
+            })
+        }
+        // Sub-accounts have no keys of their own yet, so none has signed in.
+        "subaccounts/subaccount-access-history" => json!([]),
+        "user/account-details" | "user/settings" => {
+            let c = env
+                .caller
+                .as_ref()
+                .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))?;
+            let u = env
+                .store
+                .user(c.user_id)
+                .map_err(crate::resources::db)?
+                .ok_or_else(|| ApiError::new(ErrorCode::EmptyData))?;
+            if ep.path == "user/settings" {
+                json!({"ratelimit": {"minute": u.plan.rate_minute}, "timezone": "UTC"})
+            } else {
+                json!({
+                    "id": u.id,
+                    "name": u.name,
+                    "subscription": {"id": u.plan.id, "name": u.plan.name},
+                    "time_created": u.created_ms / 1000,
+                })
+            }
+        }
         "user/close-account" => return Err(ApiError::new(ErrorCode::CloseAccountOnWebsite)),
         _ => {
             debug_assert!(!implemented(&ep.path), "{} listed but unhandled", ep.path);

@@ -406,6 +406,7 @@ async fn respond(
         exchanges: app.settings.exchanges.clone(),
         caller: caller.clone(),
         store: app.store.clone(),
+        address,
     };
     let outcome = tokio::task::spawn_blocking(move || handlers::call(ep, &valid, &env))
         .await

@@ -153,7 +153,7 @@ pub(crate) fn find(path: &str) -> Option<(&'static Spec, Action)> {
     })
 }
 
-fn db(e: StoreError) -> ApiError {
+pub(crate) fn db(e: StoreError) -> ApiError {
     ApiError::new(trading_model::ErrorCode::Database)
         .with_message(format!("Internal database error: {e}"))
 }
@@ -174,7 +174,7 @@ fn to_json(v: &Checked) -> Value {
     }
 }
 
-fn answer(r: &Record) -> Value {
+pub(crate) fn answer(r: &Record) -> Value {
     let mut out = Map::new();
     out.insert("id".into(), json!(r.id));
     for (k, v) in &r.fields {

@@ -344,7 +344,44 @@ impl Store {
     }
 }
 
+/// An account as `user/account-details` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// Account id.
+    pub id: i64,
+    /// Account name given to `create-key --name`.
+    pub name: String,
+    /// Subscription plan.
+    pub plan: Plan,
+    /// Creation time.
+    pub created_ms: u64,
+}
+
 impl Store {
+    /// The account with this id.
+    pub fn user(&self, id: i64) -> Result<Option<User>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT u.id, u.name, u.created_ms, p.id, p.name, p.rate_minute
+                 FROM users u JOIN plans p ON p.id = u.plan_id WHERE u.id = ?1",
+                [id],
+                |r| {
+                    Ok(User {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        created_ms: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                        plan: Plan {
+                            id: r.get(3)?,
+                            name: r.get(4)?,
+                            rate_minute: r.get(5)?,
+                        },
+                    })
+                },
+            )
+            .optional()?)
+    }
+
     /// Stores a new record; `hidden` is encrypted and never read back by the API.
     pub fn insert_record(
         &self,

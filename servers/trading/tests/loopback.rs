@@ -802,6 +802,18 @@ async fn account_resources_are_stored_per_account() {
     );
     assert_eq!(v["data"]["allow_api_key_usage"], true);
 
+    // Access history: every authenticated call, newest first.
+    let r = alice.post("user/access-history", "limit=2").await;
+    let v = envelope(&r, "user/access-history");
+    assert_eq!(v["data"]["records"][0]["endpoint"], "user/access-history");
+    assert_eq!(v["data"]["records"][0]["address"], "127.0.0.1");
+    assert!(v["data"]["total"].as_u64().unwrap() > 10);
+    let r = bob.post("user/access-history", "").await;
+    assert_eq!(r.json()["data"]["total"], 3, "bob's own calls only");
+    let r = alice.get("user/account-details").await;
+    assert_eq!(r.json()["data"]["name"], "alice");
+    assert_eq!(r.json()["data"]["subscription"]["name"], "Free");
+
     // Everything survives a restart.
     s.stop.unwrap().send(()).unwrap();
     s.done.await.unwrap().unwrap();
