@@ -122,7 +122,8 @@ pub fn prepare<'c>(
 /// corpus exercises exactly what the fuzzer does.
 ///
 /// Input layout: byte 0 picks the endpoint (modulo the catalogue size); byte 1 picks the
-/// method (bit 0: 0 = POST, 1 = GET) and the content type (bits 1-2: JSON, form, none);
+/// method (bit 0: 0 = POST, 1 = GET) and the content type (bits 1-2: JSON, form, none,
+/// multipart with boundary `X`);
 /// the rest is the raw query string, a `\n`, and the raw body.
 #[doc(hidden)]
 pub fn fuzz_entry(data: &[u8]) {
@@ -139,10 +140,11 @@ pub fn fuzz_entry(data: &[u8]) {
         method: if flags & 1 == 0 { "POST" } else { "GET" },
         path: &ep.path,
         query: &query,
-        content_type: match (flags >> 1) % 3 {
+        content_type: match (flags >> 1) % 4 {
             0 => Some("application/json"),
             1 => Some("application/x-www-form-urlencoded"),
-            _ => None,
+            2 => None,
+            _ => Some("multipart/form-data; boundary=X"),
         },
         body,
     };

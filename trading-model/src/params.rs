@@ -14,6 +14,9 @@ pub enum BodyError {
     /// JSON bodies must be one object of parameters.
     #[error("a JSON request body must be an object of parameters")]
     NotAnObject,
+    /// A `multipart/form-data` body that does not follow RFC 7578.
+    #[error("malformed multipart/form-data body: {0}")]
+    Multipart(&'static str),
     /// A content type the API does not read parameters from.
     #[error(
         "unsupported content type {0:?}; send application/x-www-form-urlencoded or application/json"
@@ -130,6 +133,7 @@ impl Params {
             "application/json" => Params::from_json(body),
             e if e.ends_with("+json") => Params::from_json(body),
             "application/x-www-form-urlencoded" => Ok(Params::from_form(body)),
+            "multipart/form-data" => Params::from_multipart(content_type.unwrap_or(""), body),
             "" | "text/plain" | "application/octet-stream" => {
                 if first == b'{' {
                     Params::from_json(body)
@@ -138,6 +142,84 @@ impl Params {
                 }
             }
             other => Err(BodyError::UnsupportedContentType(other.to_owned())),
+        }
+    }
+
+    /// Parses a `multipart/form-data` body (RFC 7578); `content_type` is the whole header
+    /// value, which carries the boundary. Parts with a `filename` are files, not parameters,
+    /// and are skipped.
+    ///
+    /// ```
+    /// let body = b"--XY\r\nContent-Disposition: form-data; name=\"date\"\r\n\r\n2020-07-07\r\n--XY--\r\n";
+    /// let p = trading_model::Params::from_multipart("multipart/form-data; boundary=XY", body).unwrap();
+    /// assert_eq!(p.last("date"), Some("2020-07-07"));
+    /// ```
+    pub fn from_multipart(content_type: &str, body: &[u8]) -> Result<Params, BodyError> {
+        let boundary = content_type
+            .split(';')
+            .skip(1)
+            .find_map(|part| {
+                let (k, v) = part.split_once('=')?;
+                k.trim()
+                    .eq_ignore_ascii_case("boundary")
+                    .then(|| v.trim().trim_matches('"'))
+            })
+            .filter(|b| !b.is_empty() && b.len() <= 70)
+            .ok_or(BodyError::Multipart("the content type names no boundary"))?;
+        let first = format!("--{boundary}");
+        let next = format!("\r\n--{boundary}");
+        let start =
+            find(body, first.as_bytes()).ok_or(BodyError::Multipart("no boundary in the body"))?;
+        let mut rest = &body[start + first.len()..];
+        let mut params = Params::new();
+        loop {
+            if rest.starts_with(b"--") {
+                return Ok(params);
+            }
+            rest = rest
+                .strip_prefix(b"\r\n")
+                .ok_or(BodyError::Multipart("a boundary must end its line"))?;
+            let end =
+                find(rest, next.as_bytes()).ok_or(BodyError::Multipart("a part never ends"))?;
+            let part = &rest[..end];
+            rest = &rest[end + next.len()..];
+            let (head, content) = match part.strip_prefix(b"\r\n") {
+                Some(content) => (&b""[..], content),
+                None => {
+                    let split = find(part, b"\r\n\r\n")
+                        .ok_or(BodyError::Multipart("part headers never end"))?;
+                    (&part[..split], &part[split + 4..])
+                }
+            };
+            let head = String::from_utf8_lossy(head);
+            let disposition = head.split("\r\n").find_map(|line| {
+                let (k, v) = line.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case("content-disposition")
+                    .then_some(v)
+            });
+            let Some(disposition) = disposition else {
+                return Err(BodyError::Multipart("a part has no Content-Disposition"));
+            };
+            let mut name = None;
+            let mut is_file = false;
+            for attr in disposition.split(';').skip(1) {
+                let Some((k, v)) = attr.split_once('=') else {
+                    continue;
+                };
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "name" => name = Some(v.trim().trim_matches('"').to_owned()),
+                    "filename" | "filename*" => is_file = true,
+                    _ => {}
+                }
+            }
+            match name {
+                Some(n) if !n.is_empty() && !is_file => {
+                    params.push(base_name(&n), String::from_utf8_lossy(content).into_owned());
+                }
+                Some(_) => {}
+                None => return Err(BodyError::Multipart("a part has no name")),
+            }
         }
     }
 
@@ -205,6 +287,13 @@ impl Params {
     }
 }
 
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return None;
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 fn json_text(v: serde_json::Value) -> Option<String> {
     match v {
         serde_json::Value::Null => None,
@@ -264,6 +353,30 @@ mod tests {
         assert_eq!(json.last("a"), Some("3"));
         assert!(Params::from_body(Some("application/json"), b"a=1").is_err());
         assert!(Params::from_body(Some("image/png"), b"x").is_err());
+        let mp = Params::from_body(
+            Some("multipart/form-data; boundary=\"b1\""),
+            b"preamble\r\n--b1\r\nContent-Disposition: form-data; name=\"a[]\"\r\n\r\nx\r\n--b1\r\ncontent-disposition: form-data; name=a[]\r\nContent-Type: text/plain\r\n\r\ny\r\nz\r\n--b1\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f.txt\"\r\n\r\nfile\r\n--b1--",
+        )
+        .unwrap();
+        assert_eq!(mp.all("a"), ["x", "y\r\nz"]);
+        assert!(mp.all("f").is_empty(), "files are no parameters");
+        for bad in ["multipart/form-data", "multipart/form-data; boundary="] {
+            assert!(Params::from_body(Some(bad), b"--x\r\n").is_err(), "{bad}");
+        }
+        let ct = Some("multipart/form-data; boundary=b");
+        for bad in [
+            &b"no delimiter"[..],
+            b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nnever ends",
+            b"--bX",
+            b"--b\r\nX-Other: 1\r\n\r\nv\r\n--b--",
+            b"--b\r\nContent-Disposition: form-data\r\n\r\nv\r\n--b--",
+        ] {
+            assert!(
+                Params::from_body(ct, bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
         assert!(
             Params::from_body(Some("image/png"), b"")
                 .unwrap()

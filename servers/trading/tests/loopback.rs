@@ -234,6 +234,27 @@ async fn validation_over_the_wire() {
     assert_eq!(r.status, 400);
     assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2300);
 
+    // Multipart forms, as browsers send them.
+    let mp = b"--zz\r\nContent-Disposition: form-data; name=\"milliseconds\"\r\n\r\n1592207324000\r\n--zz--\r\n";
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "multipart/form-data; boundary=zz")],
+        mp,
+    )
+    .await;
+    assert_eq!(envelope(&r, "system/ping")["data"]["difference"], 28);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "multipart/form-data")],
+        mp,
+    )
+    .await;
+    assert_eq!(r.status, 400);
+
     // Valid parameters on an endpoint without a handler yet: 501, never a 200 that lies.
     let r = call(
         s.addr,
