@@ -685,3 +685,42 @@ proptest! {
         trading_model::fuzz_token(&raw);
     }
 }
+
+proptest! {
+    /// Whatever a caller does, a ban only follows a 429 that was ignored, bans never exceed
+    /// the cap, and without a reset each ban is at least as long as the one before.
+    #[test]
+    fn ban_escalation_properties(steps in proptest::collection::vec((any::<bool>(), 0u64..120_000, 1u64..61), 1..80)) {
+        use trading_model::limits::{BanPolicy, Offender, Verdict};
+        let p = BanPolicy::default();
+        let mut o = Offender::default();
+        let mut now = 1_000_000u64;
+        let mut last_ban = 0u64;
+        let mut waiting_until = 0u64;
+        for (over, gap, reset) in steps {
+            now += gap;
+            if let Some(Verdict::Banned { secs }) = p.banned(&o, now) {
+                prop_assert!(secs * 1000 >= o.banned_until_ms - now);
+                continue;
+            }
+            let bans_before = o.bans;
+            match p.judge(&mut o, over, reset, now) {
+                Verdict::Allow => prop_assert!(!over),
+                Verdict::Wait { retry_after_secs } => {
+                    prop_assert!(over);
+                    prop_assert_eq!(retry_after_secs, reset);
+                    waiting_until = now + reset * 1000;
+                }
+                Verdict::Banned { secs } => {
+                    prop_assert!(over && now < waiting_until, "ban without an ignored 429");
+                    prop_assert!(secs <= p.max_ban_secs);
+                    if bans_before > 0 && o.bans == bans_before + 1 {
+                        prop_assert!(secs >= last_ban.min(p.max_ban_secs));
+                    }
+                    last_ban = secs;
+                    waiting_until = 0;
+                }
+            }
+        }
+    }
+}

@@ -16,6 +16,9 @@ pub(crate) const DEFAULT_EXCHANGES: [(&str, &str); 8] = [
     ("okex", "OKEx"),
 ];
 
+/// Access-history entries kept per account (older ones are dropped).
+const ACCESS_HISTORY_KEPT: u32 = 1000;
+
 /// Endpoints answered here (the account resources are in `resources`).
 const STATELESS: [&str; 13] = [
     "user/access-history",
@@ -58,6 +61,9 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
         entry.insert("address".into(), json!(env.address));
         env.store
             .insert_record("access", c.user_id, &entry, None, now)
+            .map_err(crate::resources::db)?;
+        env.store
+            .trim_records("access", c.user_id, ACCESS_HISTORY_KEPT)
             .map_err(crate::resources::db)?;
     }
     if let Some((spec, action)) = crate::resources::find(&ep.path) {

@@ -498,6 +498,16 @@ impl Store {
         Ok(Some(rec))
     }
 
+    /// Keeps only the newest `keep` records of `kind` for a user (bounded histories).
+    pub fn trim_records(&self, kind: &str, user_id: i64, keep: u32) -> Result<usize, StoreError> {
+        Ok(self.conn().execute(
+            "DELETE FROM records WHERE user_id = ?1 AND kind = ?2 AND id <= (
+                 SELECT id FROM records WHERE user_id = ?1 AND kind = ?2
+                 ORDER BY id DESC LIMIT 1 OFFSET ?3)",
+            params![user_id, kind, keep],
+        )?)
+    }
+
     /// Deletes a user's record; `false` when there was none.
     pub fn delete_record(&self, kind: &str, user_id: i64, id: i64) -> Result<bool, StoreError> {
         let n = self.conn().execute(
@@ -603,6 +613,14 @@ mod tests {
         assert_eq!(up.fields["label"], "x");
         assert_eq!(up.fields["code"], "binance-btcusdt");
         assert!(s.delete_record("watch", 1, r1.id).unwrap());
+        for t in 0..5 {
+            s.insert_record("log", 1, &f, None, 100 + t).unwrap();
+        }
+        assert_eq!(s.trim_records("log", 1, 3).unwrap(), 2);
+        assert_eq!(s.trim_records("log", 1, 3).unwrap(), 0);
+        let (rows, total) = s.list_records("log", 1, 10, 0).unwrap();
+        assert_eq!(total, 3);
+        assert_eq!(rows.last().unwrap().created_ms, 102, "the oldest went");
         assert!(
             s.update_record("watch", 1, r1.id, &change, 21)
                 .unwrap()
