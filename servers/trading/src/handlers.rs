@@ -192,7 +192,7 @@ fn plan_details(plan: &crate::store::Plan) -> Value {
             },
         },
         "subaccounts": {
-            "enabled": false, "maximum_accounts": 0, "qty_parent": {"maximum": 0},
+            "enabled": true, "maximum_accounts": 5, "qty_parent": {"maximum": 0},
             "qty_child": {"minimum": 0}, "exchanges": [], "see_all_strategies": false,
             "export": false, "exchange_api_keys": {"share_master": false, "add_own": false},
             "api_access": false, "force_twofactor": false,

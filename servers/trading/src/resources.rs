@@ -35,6 +35,8 @@ pub(crate) struct Spec {
     reference: Option<(&'static str, &'static str)>,
     /// Fields set on creation.
     initial: &'static [(&'static str, &'static str)],
+    /// `(field, field of the referenced record)`: fills a blank field from the reference.
+    fallback: Option<(&'static str, &'static str)>,
 }
 
 const fn spec(kind: &'static str, create: &'static str) -> Spec {
@@ -52,11 +54,13 @@ const fn spec(kind: &'static str, create: &'static str) -> Spec {
         unique: None,
         reference: None,
         initial: &[],
+        fallback: None,
     }
 }
 
-/// The resources, with the plan limit `exchange_api_keys.maximum_stored` (3) of the
-/// documented free plan.
+/// The resources, with the limits of the documented free plan where it gives them
+/// (`exchange_api_keys.maximum_stored` 3, `strategies.maximum.strategies` 10 and
+/// `templates` 3) and our own sub-account allowance (`subaccounts.maximum_accounts` 5).
 pub(crate) const SPECS: &[Spec] = &[
     Spec {
         list: Some("exchange-api-keys/list"),
@@ -103,13 +107,22 @@ pub(crate) const SPECS: &[Spec] = &[
         hidden: &["password"],
         frozen: &["active", "password"],
         unique: Some("username"),
+        max: Some(5),
         ..spec("subaccount", "subaccounts/subaccount-create")
     },
     Spec {
         list: Some("strategy/list-profiles"),
         edit: Some("strategy/edit-profile"),
         delete: Some("strategy/delete-profile"),
+        max: Some(10),
         ..spec("strategy_profile", "strategy/create-profile")
+    },
+    Spec {
+        list: Some("strategy/list-templates"),
+        reference: Some(("copy_strategy_id", "strategy_profile")),
+        fallback: Some(("label", "name")),
+        max: Some(3),
+        ..spec("strategy_template", "strategy/save-template")
     },
     spec("strategy_tab", "strategy/create-tab"),
     Spec {
@@ -244,11 +257,17 @@ pub(crate) fn run(
             if let Some((param, kind)) = spec.reference {
                 let id = valid.text(param).and_then(|s| s.trim().parse::<i64>().ok());
                 let found = match id {
-                    Some(id) => store.get_record(kind, user, id).map_err(db)?.is_some(),
-                    None => false,
+                    Some(id) => store.get_record(kind, user, id).map_err(db)?,
+                    None => None,
                 };
-                if !found {
+                let Some(found) = found else {
                     return Err(refused(param, "No such record on this account."));
+                };
+                if let Some((field, from)) = spec.fallback {
+                    if !fields.contains_key(field) {
+                        let v = found.fields.get(from).cloned().unwrap_or(Value::Null);
+                        fields.insert(field.to_owned(), v);
+                    }
                 }
             }
             let hidden = (!hidden.is_empty()).then_some(&hidden);

@@ -823,6 +823,24 @@ async fn account_resources_are_stored_per_account() {
     );
     assert_eq!(v["data"]["allow_api_key_usage"], true);
 
+    // Templates copy a profile; a blank label falls back to the profile's name.
+    let r = alice
+        .post("strategy/save-template", "copy_strategy_id=5")
+        .await;
+    assert_eq!(r.status, 422);
+    let r = alice.post("strategy/create-profile", "name=Momentum").await;
+    let profile = r.json()["data"]["id"].as_i64().unwrap();
+    let r = alice
+        .post(
+            "strategy/save-template",
+            &format!("copy_strategy_id={profile}&label="),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["data"]["label"], "Momentum");
+    let r = alice.get("strategy/list-templates").await;
+    assert_eq!(r.json()["data"][0]["copy_strategy_id"], profile.to_string());
+
     // Access history: every authenticated call, newest first.
     let r = alice.post("user/access-history", "limit=2").await;
     let v = envelope(&r, "user/access-history");
