@@ -37,7 +37,7 @@ use trading_model::auth::{AuthError, Signed, Token, check_nonce};
 use trading_model::limits::Subject;
 use trading_model::{
     ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure,
-    prepare, success,
+    prepare, route_error, success,
 };
 
 mod handlers;
@@ -248,7 +248,7 @@ async fn respond(
         .strip_prefix(PREFIX)
         .unwrap_or(&raw_path)
         .to_owned();
-    let ep = app.cat.route(req.method().as_str(), &endpoint_path).ok();
+    let route = app.cat.route(req.method().as_str(), &endpoint_path);
     let meta = |ep: Option<&Endpoint>| {
         Meta::new(
             ep.map_or(endpoint_path.as_str(), |e| e.path.as_str()),
@@ -257,7 +257,6 @@ async fn respond(
         )
         .request_id(request_id)
     };
-    let finish = |resp: Response<Full<Bytes>>| resp;
 
     if raw_path == "/api/v2/openapi.json" && req.method() == http::Method::GET {
         let mut resp = Response::new(Full::new(app.openapi.clone()));
@@ -265,7 +264,7 @@ async fn respond(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        return finish(resp);
+        return resp;
     }
 
     let fail = |err: ApiError, ep: Option<&Endpoint>| {
@@ -287,23 +286,11 @@ async fn respond(
         let err = ApiError::new(ErrorCode::UnknownEndpoint).with_message(format!(
             "Unknown endpoint {raw_path:?}; the API lives under {PREFIX}."
         ));
-        return finish(fail(err, None));
+        return fail(err, None);
     }
-    let Some(ep) = ep else {
-        // Let the model produce the exact 404/405 answer.
-        let probe = Request {
-            method: req.method().as_str(),
-            path: &endpoint_path,
-            query: "",
-            content_type: None,
-            body: b"",
-        };
-        let ctx = Context::default();
-        let err = match prepare(app.cat, &probe, &ctx) {
-            Err(e) => e,
-            Ok(_) => ApiError::new(ErrorCode::UnknownEndpoint),
-        };
-        return finish(fail(err, None));
+    let ep = match route {
+        Ok(ep) => ep,
+        Err(e) => return fail(route_error(&e, &endpoint_path), None),
     };
 
     let address = remote.ip().to_string();
@@ -317,7 +304,7 @@ async fn respond(
         let err = limit
             .error
             .unwrap_or_else(|| AuthError::MissingKey.to_api_error());
-        return finish(fail(err, Some(ep)));
+        return fail(err, Some(ep));
     }
     let key = header_text(req.headers(), "key");
     let authorization = header_text(req.headers(), "authorization");
@@ -332,7 +319,7 @@ async fn respond(
     let body = if method == "POST" {
         match read_body(req.into_body(), &app.settings).await {
             Ok(b) => b,
-            Err(e) => return finish(fail(e, Some(ep))),
+            Err(e) => return fail(e, Some(ep)),
         }
     } else {
         Bytes::new()
@@ -352,10 +339,9 @@ async fn respond(
             query: &query,
             body: &body,
         };
-        match authenticate(app, key.clone(), authorization, &signed, now).await {
-            Ok(c) => Ok(Some(c)),
-            Err(e) => Err(e),
-        }
+        authenticate(app, key.clone(), authorization, &signed, now)
+            .await
+            .map(Some)
     } else {
         Ok(None)
     };
@@ -375,11 +361,11 @@ async fn respond(
     };
     extra.extend(limit.headers);
     if let Some(e) = limit.error {
-        return finish(fail(e, Some(ep)));
+        return fail(e, Some(ep));
     }
     let caller = match caller {
         Ok(c) => c,
-        Err(e) => return finish(fail(e, Some(ep))),
+        Err(e) => return fail(e, Some(ep)),
     };
     let meta = |ep: Option<&Endpoint>| match &caller {
         Some(c) => meta(ep).uid(c.user_id).auth(AuthMeta {
@@ -398,7 +384,7 @@ async fn respond(
     };
     let valid = match prepare(app.cat, &request, &ctx) {
         Ok((_, valid)) => valid,
-        Err(e) => return finish(fail(e, Some(ep))),
+        Err(e) => return fail(e, Some(ep)),
     };
     let env = handlers::Env {
         cat: app.cat,
@@ -417,9 +403,9 @@ async fn respond(
         Ok(data) => {
             let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             let body = success(data, meta(Some(ep)).process_micros(micros));
-            finish(json_response(200, &body))
+            json_response(200, &body)
         }
-        Err(e) => finish(fail(e, Some(ep))),
+        Err(e) => fail(e, Some(ep)),
     }
 }
 
