@@ -283,32 +283,28 @@ async fn respond(
     };
 
     if !raw_path.starts_with(PREFIX) {
-        let err = ApiError::new(ErrorCode::UnknownEndpoint).with_message(format!(
-            "Unknown endpoint {raw_path:?}; the API lives under {PREFIX}."
-        ));
+        let err = match read_body(req.into_body(), &app.settings).await {
+            Ok(_) => ApiError::new(ErrorCode::UnknownEndpoint).with_message(format!(
+                "Unknown endpoint {raw_path:?}; the API lives under {PREFIX}."
+            )),
+            Err(e) => e,
+        };
         return fail(err, None);
     }
     let ep = match route {
         Ok(ep) => ep,
-        Err(e) => return fail(route_error(&e, &endpoint_path), None),
+        Err(e) => {
+            let err = match read_body(req.into_body(), &app.settings).await {
+                Ok(_) => route_error(&e, &endpoint_path),
+                Err(body_err) => body_err,
+            };
+            return fail(err, None);
+        }
     };
 
     let address = remote.ip().to_string();
-    // Refuse keyless calls before reading their bodies (they still count for the address).
-    if ep.auth_required && header_text(req.headers(), "key").is_none() {
-        let limit = app
-            .limits
-            .check(&address, Subject::Address, app.settings.ip_per_minute, now)
-            .await;
-        extra.extend(limit.headers);
-        let err = limit
-            .error
-            .unwrap_or_else(|| AuthError::MissingKey.to_api_error());
-        return fail(err, Some(ep));
-    }
     let key = header_text(req.headers(), "key");
     let authorization = header_text(req.headers(), "authorization");
-
     let method = req.method().as_str().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
     let content_type = req
@@ -316,13 +312,11 @@ async fn respond(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let body = if method == "POST" {
-        match read_body(req.into_body(), &app.settings).await {
-            Ok(b) => b,
-            Err(e) => return fail(e, Some(ep)),
-        }
-    } else {
-        Bytes::new()
+    // Read every body, even one that will be ignored: answering before the client finished
+    // sending makes HTTP/1.1 drop the connection, which breaks keep-alive clients.
+    let body = match read_body(req.into_body(), &app.settings).await {
+        Ok(b) => b,
+        Err(e) => return fail(e, Some(ep)),
     };
 
     let request = Request {

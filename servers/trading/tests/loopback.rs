@@ -960,3 +960,66 @@ async fn limits_answer_429_then_a_growing_418() {
     assert_eq!(r.header("retry-after").as_deref(), Some("240"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Reads one response with a Content-Length body from a kept-alive connection.
+async fn read_one(c: &mut TcpStream) -> (u16, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut byte))
+            .await
+            .expect("response in time")
+            .unwrap();
+        assert_eq!(
+            n,
+            1,
+            "connection closed early: {}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).await.unwrap();
+    (status, body)
+}
+
+#[tokio::test]
+async fn refused_requests_keep_the_connection_usable() {
+    let s = start(fixed_clock()).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    let body = "x".repeat(5000);
+    for (target, want) in [
+        ("/api/v2/user/close-account", 401),
+        ("/api/v2/no/such", 404),
+        ("/elsewhere", 404),
+        ("/api/v2/system/timestamp", 405),
+        ("/api/v2/system/ping", 422),
+    ] {
+        // Headers first, body a moment later, as http.client and many SDKs send them.
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+            body.len() + 13
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        c.write_all(format!("milliseconds={body}").as_bytes())
+            .await
+            .unwrap();
+        let (status, _) = read_one(&mut c).await;
+        assert_eq!(status, want, "{target}");
+    }
+    c.write_all(b"GET /api/v2/system/timestamp HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_one(&mut c).await.0, 200);
+}
