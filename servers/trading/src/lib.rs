@@ -203,6 +203,12 @@ fn served_openapi(cat: &Catalogue) -> Value {
     doc
 }
 
+/// An error answer before routing (no endpoint known yet).
+fn fail_early(err: ApiError, path: &str, now: u64, request_id: &str) -> Response<Full<Bytes>> {
+    let meta = Meta::new(path, false, now).request_id(request_id);
+    json_response(err.status, &failure(&err, meta))
+}
+
 fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(bytes)));
@@ -259,6 +265,9 @@ async fn respond(
     };
 
     if raw_path == "/api/v2/openapi.json" && req.method() == http::Method::GET {
+        if let Err(e) = read_body(req.into_body(), &app.settings).await {
+            return fail_early(e, &raw_path, now, request_id);
+        }
         let mut resp = Response::new(Full::new(app.openapi.clone()));
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
