@@ -135,25 +135,18 @@ pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
             .collect::<String>(),
         "/rlconfig" => app.limiter.rules().map(|r| r.dump()).unwrap_or_default(),
         "/stats" => {
-            let mut all = app.limiter.stats().snapshot();
-            if let Some(lc) = app.limiter.local_cache() {
-                use std::sync::atomic::Ordering::Relaxed;
-                let s = &lc.stats;
-                for (name, v) in [
-                    ("hitCount", s.hit_count.load(Relaxed)),
-                    ("missCount", s.miss_count.load(Relaxed)),
-                    ("lookupCount", s.lookup_count.load(Relaxed)),
-                    ("entryCount", lc.entry_count() as u64),
-                    ("expiredCount", s.expired_count.load(Relaxed)),
-                    ("evacuateCount", s.evacuate_count.load(Relaxed)),
-                    ("overwriteCount", s.overwrite_count.load(Relaxed)),
-                ] {
-                    all.insert(format!("ratelimit.localcache.{name}"), v);
+            use crate::metrics::Value;
+            let mut out = String::new();
+            for (k, v) in app.metrics.collect() {
+                match v {
+                    Value::Counter(n) | Value::Gauge(n) => out.push_str(&format!("{k}: {n}\n")),
+                    Value::Timer(h) => out.push_str(&format!(
+                        "{k}: count={} sum_seconds={:.6}\n",
+                        h.count, h.sum
+                    )),
                 }
             }
-            all.into_iter()
-                .map(|(k, v)| format!("{k}: {v}\n"))
-                .collect()
+            out
         }
         _ => return text(StatusCode::NOT_FOUND, "404 page not found\n"),
     };
@@ -213,4 +206,24 @@ pub async fn serve_http<H, Fut>(
     }
     drop(listener);
     let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+}
+
+/// The Prometheus scrape endpoint: the text exposition of every statistic at `path`.
+pub fn prometheus_response(
+    req: &Request<Incoming>,
+    path: &str,
+    metrics: &crate::metrics::Metrics,
+    mappings: &[crate::metrics::prometheus::Mapping],
+    millis: bool,
+) -> Resp {
+    if req.uri().path() != path {
+        return text(StatusCode::NOT_FOUND, "404 page not found\n");
+    }
+    let body = crate::metrics::prometheus::render(&metrics.collect(), mappings, millis);
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
 }

@@ -15,6 +15,7 @@ pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod pb;
 pub mod settings;
 pub mod tls;
@@ -40,6 +41,8 @@ pub struct App {
     pub health: Health,
     /// The settings the server started with.
     pub settings: Settings,
+    /// Statistics for the sinks and the debug port.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// The sockets the server answers on.

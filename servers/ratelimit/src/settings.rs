@@ -136,6 +136,36 @@ pub struct Settings {
     pub memcache: MemcachedSettings,
     /// Problems worth a warning at startup (deprecated settings and the like).
     pub warnings: Vec<String>,
+    /// Where statistics go (`USE_STATSD`, `USE_DOG_STATSD`, `USE_PROMETHEUS`, ...).
+    pub stats_sink: StatsSink,
+    /// `STATS_FLUSH_INTERVAL`
+    pub stats_flush_interval: Duration,
+    /// `EXTRA_TAGS`
+    pub extra_tags: Vec<(String, String)>,
+}
+
+/// The one statistics sink in use.
+#[derive(Debug, Clone)]
+pub enum StatsSink {
+    /// `DISABLE_STATS=true`.
+    Null,
+    /// `USE_STATSD=false` and no other sink: statistics go to the log.
+    Log,
+    /// statsd over TCP at `STATSD_HOST:STATSD_PORT`.
+    Statsd(String),
+    /// DogStatsD over UDP at `STATSD_HOST:STATSD_PORT`, with mogrifiers.
+    DogStatsd(String, Vec<crate::metrics::statsd::Mogrifier>),
+    /// A Prometheus endpoint.
+    Prometheus {
+        /// `PROMETHEUS_ADDR` (Go's `:9090` form accepted).
+        addr: String,
+        /// `PROMETHEUS_PATH`
+        path: String,
+        /// `PROMETHEUS_MAPPER_YAML` (read and checked at start).
+        mappings: Vec<crate::metrics::prometheus::Mapping>,
+        /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`
+        millis: bool,
+    },
 }
 
 /// Reads variables through `lookup` so that tests need not touch the process environment.
@@ -282,6 +312,98 @@ fn redis_settings<F: Fn(&str) -> Option<String>>(
         health_check_active_connection: env
             .boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false)?,
         fail_fast_when_disconnected: env.boolean("REDIS_FAIL_FAST_WHEN_DISCONNECTED", false)?,
+    })
+}
+
+fn stats_sink<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<StatsSink, SettingsError> {
+    use crate::metrics::{prometheus, statsd};
+    if env.boolean("DISABLE_STATS", false)? {
+        return Ok(StatsSink::Null);
+    }
+    let dog = env.boolean("USE_DOG_STATSD", false)?;
+    let prom = env.boolean("USE_PROMETHEUS", false)?;
+    // USE_STATSD defaults to true; only an explicit true conflicts with another sink.
+    let statsd_explicit = env.raw("USE_STATSD").is_some() && env.boolean("USE_STATSD", true)?;
+    let statsd_on = env.boolean("USE_STATSD", true)?;
+    if [dog, prom, statsd_explicit].iter().filter(|x| **x).count() > 1 {
+        return Err(env.err(
+            "USE_STATSD",
+            &env.string("USE_STATSD", ""),
+            "Error: unable to use more than one stats sink at the same time. Set one of USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS.",
+        ));
+    }
+    let target = format!(
+        "{}:{}",
+        env.string("STATSD_HOST", "localhost"),
+        env.number::<u16>("STATSD_PORT", 8125, "a port number")?
+    );
+    if dog {
+        let names = env.string("USE_DOG_STATSD_MOGRIFIERS", "");
+        let mut mogrifiers = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let var = |part: &str| format!("DOG_STATSD_MOGRIFIER_{name}_{part}");
+            let pattern_raw = env.string(&var("PATTERN"), "");
+            let pattern = regex::Regex::new(&pattern_raw).map_err(|e| {
+                env.err(
+                    &var("PATTERN"),
+                    &pattern_raw,
+                    &format!("a regular expression ({e})"),
+                )
+            })?;
+            let new_name = env.string(&var("NAME"), "");
+            if pattern_raw.is_empty() || new_name.is_empty() {
+                return Err(env.err(
+                    &var("NAME"),
+                    &new_name,
+                    "a pattern and a name for every mogrifier",
+                ));
+            }
+            let tags_raw = env.string(&var("TAGS"), "");
+            let tags = crate::metrics::parse_tags(&tags_raw)
+                .map_err(|e| env.err(&var("TAGS"), &tags_raw, &format!("k1:$1,k2:$2 ({e})")))?;
+            mogrifiers.push(statsd::Mogrifier {
+                pattern,
+                name: new_name,
+                tags,
+            });
+        }
+        return Ok(StatsSink::DogStatsd(target, mogrifiers));
+    }
+    if prom {
+        let mut addr = env.string("PROMETHEUS_ADDR", ":9090");
+        if addr.starts_with(':') {
+            addr = format!("0.0.0.0{addr}");
+        }
+        let mapper = env.string("PROMETHEUS_MAPPER_YAML", "");
+        let mappings = if mapper.is_empty() {
+            prometheus::default_mappings()
+        } else {
+            let text = std::fs::read_to_string(&mapper).map_err(|e| {
+                env.err(
+                    "PROMETHEUS_MAPPER_YAML",
+                    &mapper,
+                    &format!("a readable mapper file ({e})"),
+                )
+            })?;
+            prometheus::parse_mapper(&text).map_err(|e| {
+                env.err(
+                    "PROMETHEUS_MAPPER_YAML",
+                    &mapper,
+                    &format!("a valid mapper file ({e})"),
+                )
+            })?
+        };
+        return Ok(StatsSink::Prometheus {
+            addr,
+            path: env.string("PROMETHEUS_PATH", "/metrics"),
+            mappings,
+            millis: env.boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)?,
+        });
+    }
+    Ok(if statsd_on {
+        StatsSink::Statsd(target)
+    } else {
+        StatsSink::Log
     })
 }
 
@@ -457,6 +579,10 @@ impl Settings {
             max_elapsed: env.duration("REDIS_STARTUP_MAX_ELAPSED_TIME", Duration::ZERO)?,
         };
         let memcache = memcache_settings(&env, backend_type)?;
+        let stats_sink = stats_sink(&env)?;
+        let extra_tags_raw = env.string("EXTRA_TAGS", "");
+        let extra_tags = crate::metrics::parse_tags(&extra_tags_raw)
+            .map_err(|e| env.err("EXTRA_TAGS", &extra_tags_raw, &format!("k1:v1,k2:v2 ({e})")))?;
         Ok(Settings {
             host: env.string("HOST", "0.0.0.0"),
             port: env.number("PORT", 8080, "a port number")?,
@@ -497,6 +623,9 @@ impl Settings {
             redis_startup,
             memcache,
             warnings,
+            stats_sink,
+            stats_flush_interval: env.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
+            extra_tags,
         })
     }
 

@@ -5,6 +5,7 @@ mod envoy;
 mod grpc_face;
 mod http_face;
 mod lifecycle;
+mod observability;
 mod stores;
 // The store launchers of ratelimit-backends' tests, shared rather than copied.
 #[path = "../../../ratelimit-backends/tests/servers.rs"]
