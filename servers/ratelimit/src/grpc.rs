@@ -66,7 +66,14 @@ impl RlsService {
             self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
             Status::invalid_argument(e.0)
         })?;
-        match self.app.limiter.should_rate_limit(&req).await {
+        let decision = self.app.limiter.should_rate_limit(&req);
+        let decision = crate::tracing::in_span(
+            "ShouldRateLimit",
+            &req.domain,
+            req.descriptors.len(),
+            decision,
+        );
+        match decision.await {
             Ok(resp) => Ok(Response::new(convert::response_to_pb(&resp))),
             // Upstream returns a plain Go error, which gRPC sends as UNKNOWN with the text.
             Err(e) => {

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod pb;
 pub mod settings;
 pub mod tls;
+pub mod tracing;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -75,6 +75,17 @@ async fn run(settings: Settings) -> Result<(), String> {
                 .into(),
         );
     }
+    // Spans for store calls only when tracing is on: the wrapper costs a span per call.
+    let tracer_provider = if settings.tracing.enabled {
+        Some(ratelimit_server::tracing::init(&settings.tracing)?)
+    } else {
+        None
+    };
+    let store: Arc<dyn CounterStore> = if tracer_provider.is_some() {
+        Arc::new(ratelimit_server::tracing::TracedStore(store))
+    } else {
+        store
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let stats = Arc::new(Stats::with_dynamic_cap(settings.stats_dynamic_cap));
     let metrics = Arc::new(Metrics::new(stats.clone()));
@@ -213,6 +224,10 @@ async fn run(settings: Settings) -> Result<(), String> {
     if let Some(t) = sink_task {
         // A last flush so that the final counts are not lost.
         let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
+    if let Some(p) = tracer_provider {
+        // Sends what the batch processor still holds.
+        let _ = tokio::task::spawn_blocking(move || p.shutdown()).await;
     }
     log::log(Level::Info, "stopped");
     Ok(())

@@ -142,6 +142,8 @@ pub struct Settings {
     pub stats_flush_interval: Duration,
     /// `EXTRA_TAGS`
     pub extra_tags: Vec<(String, String)>,
+    /// `TRACING_*`
+    pub tracing: crate::tracing::TracingSettings,
 }
 
 /// The one statistics sink in use.
@@ -407,6 +409,38 @@ fn stats_sink<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<StatsSink, 
     })
 }
 
+fn tracing_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+) -> Result<crate::tracing::TracingSettings, SettingsError> {
+    let proto = env.string("TRACING_EXPORTER_PROTOCOL", "http");
+    let grpc = match proto.as_str() {
+        "http" | "" => false,
+        "grpc" => true,
+        _ => return Err(env.err("TRACING_EXPORTER_PROTOCOL", &proto, "http or grpc")),
+    };
+    let rate: f64 = env.number("TRACING_SAMPLING_RATE", 1.0, "a number between 0 and 1")?;
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(env.err(
+            "TRACING_SAMPLING_RATE",
+            &rate.to_string(),
+            "a number between 0 and 1",
+        ));
+    }
+    let instance = env.string("TRACING_SERVICE_INSTANCE_ID", "");
+    Ok(crate::tracing::TracingSettings {
+        enabled: env.boolean("TRACING_ENABLED", false)?,
+        grpc,
+        service_name: env.string("TRACING_SERVICE_NAME", "RateLimit"),
+        service_namespace: env.string("TRACING_SERVICE_NAMESPACE", ""),
+        instance_id: if instance.is_empty() {
+            crate::tracing::random_uuid()
+        } else {
+            instance
+        },
+        sampling_rate: rate,
+    })
+}
+
 fn memcache_settings<F: Fn(&str) -> Option<String>>(
     env: &Env<F>,
     backend: BackendType,
@@ -626,6 +660,7 @@ impl Settings {
             stats_sink,
             stats_flush_interval: env.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
             extra_tags,
+            tracing: tracing_settings(&env)?,
         })
     }
 

@@ -12,3 +12,4 @@ mod stores;
 #[allow(dead_code)]
 mod store_servers;
 mod tls;
+mod tracing_otlp;
