@@ -50,6 +50,28 @@ const FLAGS: &[&str] = &[
     "workchat-notification-type",
     "grafana-url",
     "grafana-api-key",
+    "grafana-timeout",
+    "grafana-datasource",
+    "grafana-org",
+    "grafana-period",
+    "grafana-image-width",
+    "grafana-image-height",
+    "nats-url",
+    "nats-subject",
+    "nats-message-template",
+    "nats-selector-template",
+    "nats-timeout",
+    "collector-address",
+    "collector-message-template",
+    "collector-selector-template",
+    "output-queue-size",
+    "output-retries",
+    "output-backoff-ms",
+    "output-max-retry-after",
+    "prometheus-url",
+    "opentelemetry-endpoint",
+    "opentelemetry-service-name",
+    "opentelemetry-flush-ms",
 ];
 
 /// Which chat product a channel talks to.
@@ -61,6 +83,10 @@ pub enum ChannelKind {
     Slack,
     /// Workplace chat.
     Workchat,
+    /// NATS subject (publish).
+    Nats,
+    /// The original's monitoring collector: one UDP datagram per event.
+    Collector,
 }
 
 impl ChannelKind {
@@ -70,7 +96,17 @@ impl ChannelKind {
             ChannelKind::Telegram => "telegram",
             ChannelKind::Slack => "slack",
             ChannelKind::Workchat => "workchat",
+            ChannelKind::Nats => "nats",
+            ChannelKind::Collector => "collector",
         }
+    }
+
+    /// Whether the channel can carry an alert image.
+    pub fn is_chat(self) -> bool {
+        matches!(
+            self,
+            ChannelKind::Telegram | ChannelKind::Slack | ChannelKind::Workchat
+        )
     }
 }
 
@@ -79,8 +115,11 @@ impl ChannelKind {
 pub struct Channel {
     /// The product.
     pub kind: ChannelKind,
-    /// Default target URL (a selector may choose others).
+    /// Default target (a selector may choose others): the chat URL, the NATS subject or
+    /// the collector's `host:port`.
     pub url: String,
+    /// The NATS server URL (NATS only).
+    pub server: String,
     /// Message template: a file path if such a file exists, else the template text.
     pub message_template: String,
     /// Selector template (same rule), empty for none.
@@ -117,8 +156,40 @@ pub struct Settings {
     pub stdout_level: String,
     /// Template for [`StdoutFormat::Template`].
     pub stdout_template: String,
-    /// Enabled chat channels.
+    /// Enabled outputs.
     pub channels: Vec<Channel>,
+    /// Alert images, when `--grafana-url` is set.
+    pub grafana: Option<crate::grafana::GrafanaSettings>,
+    /// Delivery queue and retries, shared by every output.
+    pub delivery: Delivery,
+    /// Path of the Prometheus text exposition.
+    pub metrics_path: String,
+    /// OTLP/HTTP traces, when `--opentelemetry-endpoint` is set.
+    pub traces: Option<TraceSettings>,
+}
+
+/// How outputs queue and retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Messages waiting per output; more are dropped and counted.
+    pub queue_size: usize,
+    /// Retries after the first attempt (connection errors, timeouts, 429, 5xx).
+    pub retries: u32,
+    /// First backoff; it doubles per retry up to 30 s.
+    pub backoff: std::time::Duration,
+    /// Longest `retry_after`/`Retry-After` honoured; a longer one fails the message.
+    pub max_retry_after: std::time::Duration,
+}
+
+/// OTLP trace export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSettings {
+    /// Collector base URL; spans go to `<endpoint>/v1/traces`.
+    pub endpoint: String,
+    /// `service.name` resource attribute.
+    pub service_name: String,
+    /// How often finished spans are sent.
+    pub flush: std::time::Duration,
 }
 
 fn paths(s: &str) -> Vec<String> {
@@ -171,6 +242,12 @@ impl Settings {
                 _ => default.to_string(),
             }
         };
+        let number = |name: &str, default: &str| -> Result<u64, SettingsError> {
+            let v = get(name, default);
+            v.trim().parse::<u64>().map_err(|_| {
+                SettingsError::Invalid(format!("--{name} {v:?}: expected a whole number"))
+            })
+        };
         let stdout_format = match get("stdout-format", "text").as_str() {
             "text" => StdoutFormat::Text,
             "json" => StdoutFormat::Json,
@@ -192,9 +269,23 @@ impl Settings {
             ChannelKind::Telegram,
             ChannelKind::Slack,
             ChannelKind::Workchat,
+            ChannelKind::Nats,
+            ChannelKind::Collector,
         ] {
             let n = kind.name();
-            let mut url = get(&format!("{n}-url"), "");
+            let mut server = String::new();
+            let mut url = match kind {
+                ChannelKind::Nats => {
+                    server = get("nats-url", "");
+                    if server.is_empty() {
+                        String::new()
+                    } else {
+                        get("nats-subject", "events")
+                    }
+                }
+                ChannelKind::Collector => get("collector-address", ""),
+                _ => get(&format!("{n}-url"), ""),
+            };
             let mut message = get(&format!("{n}-message-template"), "");
             if kind == ChannelKind::Telegram {
                 // The newer spelling: bot token and chat id instead of a full URL.
@@ -216,8 +307,12 @@ impl Settings {
                 continue;
             }
             if message.is_empty() {
+                let what = match kind {
+                    ChannelKind::Collector => "--collector-address",
+                    _ => &format!("--{n}-url"),
+                };
                 return Err(SettingsError::Invalid(format!(
-                    "--{n}-url is set but --{n}-message-template is empty: nothing to send"
+                    "{what} is set but --{n}-message-template is empty: nothing to send"
                 )));
             }
             let selector = get(&format!("{n}-selector-template"), "");
@@ -244,17 +339,71 @@ impl Settings {
                         get("workchat-notification-type", "REGULAR"),
                     );
                 }
-                ChannelKind::Slack => {}
+                ChannelKind::Nats => {
+                    vars.insert("Subject".into(), url.clone());
+                    vars.insert("URL".into(), server.clone());
+                }
+                ChannelKind::Slack | ChannelKind::Collector => {}
             }
+            number(&format!("{n}-timeout"), "30")?;
             channels.push(Channel {
                 kind,
                 url,
+                server,
                 message_template: message,
                 selector_template: selector,
                 vars,
             });
         }
+        let grafana_url = get("grafana-url", "");
+        let grafana = if grafana_url.is_empty() {
+            None
+        } else {
+            Some(crate::grafana::GrafanaSettings {
+                url: grafana_url,
+                api_key: get("grafana-api-key", "admin:admin"),
+                org: get("grafana-org", "1"),
+                datasource: get("grafana-datasource", "Prometheus"),
+                period_minutes: number("grafana-period", "60")?,
+                width: number("grafana-image-width", "1280")? as u32,
+                height: number("grafana-image-height", "640")? as u32,
+                timeout: std::time::Duration::from_secs(number("grafana-timeout", "60")?),
+            })
+        };
+        let queue_size = number("output-queue-size", "1000")?;
+        if queue_size == 0 {
+            return Err(SettingsError::Invalid(
+                "--output-queue-size must be at least 1".into(),
+            ));
+        }
+        let delivery = Delivery {
+            queue_size: queue_size as usize,
+            retries: number("output-retries", "3")?.min(100) as u32,
+            backoff: std::time::Duration::from_millis(number("output-backoff-ms", "1000")?),
+            max_retry_after: std::time::Duration::from_secs(number(
+                "output-max-retry-after",
+                "300",
+            )?),
+        };
+        let endpoint = get("opentelemetry-endpoint", "");
+        let traces = if endpoint.is_empty() {
+            None
+        } else {
+            Some(TraceSettings {
+                endpoint,
+                service_name: get("opentelemetry-service-name", "events"),
+                flush: std::time::Duration::from_millis(number("opentelemetry-flush-ms", "1000")?),
+            })
+        };
+        let mut metrics_path = get("prometheus-url", "/metrics");
+        if !metrics_path.starts_with('/') {
+            metrics_path.insert(0, '/');
+        }
         Ok(Settings {
+            grafana,
+            delivery,
+            metrics_path,
+            traces,
             http_listen: get("http-listen", ":80"),
             k8s_paths: paths(&get("http-k8s-url", "")),
             alertmanager_paths: paths(&get("http-alertmanager-url", "")),
