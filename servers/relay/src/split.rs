@@ -68,6 +68,9 @@ fn tokens(text: &str, html: bool) -> Vec<Tok<'_>> {
     out
 }
 
+/// Open tags, outermost first: name and the whole opening tag.
+type Stack<'a> = Vec<(String, &'a str)>;
+
 fn closers(stack: &[(String, &str)]) -> String {
     stack.iter().rev().map(|(n, _)| format!("</{n}>")).collect()
 }
@@ -84,12 +87,12 @@ pub fn split(text: &str, limit: usize, html: bool) -> Vec<String> {
     }
     let toks = tokens(text, html);
     let mut parts: Vec<String> = Vec::new();
-    let mut stack: Vec<(String, &str)> = Vec::new();
+    let mut stack: Stack = Vec::new();
     let mut cur = String::new();
     let mut cur_units = 0usize;
     // Where the current part could end at a line break: byte offset in `cur` (before the
     // newline), the open tags there, and the token index after the newline.
-    let mut line_cut: Option<(usize, Vec<(String, &str)>, usize)> = None;
+    let mut line_cut: Option<(usize, Stack, usize)> = None;
     // Whether `cur` holds message content (not just reopened tags).
     let mut has_content = false;
     let mut k = 0;

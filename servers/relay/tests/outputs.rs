@@ -72,10 +72,7 @@ impl Seen {
         let body = &self.body[..];
         let mut out = HashMap::new();
         let mut rest = body;
-        loop {
-            let Some(start) = find(rest, delim.as_bytes()) else {
-                break;
-            };
+        while let Some(start) = find(rest, delim.as_bytes()) {
             rest = &rest[start + delim.len()..];
             if rest.starts_with(b"--") {
                 break;
@@ -271,8 +268,8 @@ impl Relay {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
         out.read_line(&mut first).unwrap();
-        let first: Json = serde_json::from_str(&first)
-            .unwrap_or_else(|e| panic!("first line {first:?}: {e}"));
+        let first: Json =
+            serde_json::from_str(&first).unwrap_or_else(|e| panic!("first line {first:?}: {e}"));
         let addr = first["listen"].as_str().unwrap().to_string();
         let lines: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = Arc::clone(&lines);
@@ -378,6 +375,7 @@ fn nats_binary() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join("nats-server"))
+        .chain([PathBuf::from("/usr/sbin/nats-server")])
         .find(|p| p.is_file())
 }
 
@@ -387,7 +385,9 @@ async fn start_nats() -> Option<Nats> {
             std::env::var("RELAY_REQUIRE_NATS").is_err(),
             "RELAY_REQUIRE_NATS is set but nats-server is not installed (scripts/deps.d/relay.sh)"
         );
-        eprintln!("nats-server not found: skipping the NATS part (scripts/deps.d/relay.sh installs it)");
+        eprintln!(
+            "nats-server not found: skipping the NATS part (scripts/deps.d/relay.sh installs it)"
+        );
         return None;
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -424,8 +424,7 @@ const COLLECTOR_TEMPLATE: &str = r#"{{- if eq .type "K8sEvent" -}}
 {{- end }} {{ .channel }}"#;
 
 const EXPR_LATENCY: &str = "histogram_quantile(0.99, sum by (le, instance) (rate(http_request_duration_seconds_bucket[5m]))) > 0.5";
-const EXPR_CRASH: &str =
-    r#"max_over_time(kube_pod_container_status_waiting_reason{reason="CrashLoopBackOff"}[5m]) >= 1"#;
+const EXPR_CRASH: &str = r#"max_over_time(kube_pod_container_status_waiting_reason{reason="CrashLoopBackOff"}[5m]) >= 1"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sample_payload_reaches_every_output() {
@@ -488,8 +487,14 @@ async fn every_sample_payload_reaches_every_output() {
     let env = [
         ("EVENTS_GRAFANA_URL", gf.url()),
         ("EVENTS_GRAFANA_API_KEY", "glsa_key".to_string()),
-        ("EVENTS_COLLECTOR_ADDRESS", udp.local_addr().unwrap().to_string()),
-        ("EVENTS_COLLECTOR_MESSAGE_TEMPLATE", COLLECTOR_TEMPLATE.to_string()),
+        (
+            "EVENTS_COLLECTOR_ADDRESS",
+            udp.local_addr().unwrap().to_string(),
+        ),
+        (
+            "EVENTS_COLLECTOR_MESSAGE_TEMPLATE",
+            COLLECTOR_TEMPLATE.to_string(),
+        ),
     ];
     let relay = Relay::start(&args, &env);
 
@@ -507,7 +512,12 @@ async fn every_sample_payload_reaches_every_output() {
         assert!(body.contains(r#""allowed":true"#), "{f}: {body}");
         assert!(took < Duration::from_secs(2), "{f} took {took:?}");
         let n = i as u64 + 1;
-        assert_eq!(relay.wait_metric("events_output_rendered_total", Some("collector"), n).await, n);
+        assert_eq!(
+            relay
+                .wait_metric("events_output_rendered_total", Some("collector"), n)
+                .await,
+            n
+        );
     }
     for (i, f) in [
         "alertmanager-firing-2-alerts.json",
@@ -520,7 +530,12 @@ async fn every_sample_payload_reaches_every_output() {
         let (status, body, _) = relay.post("/alertmanager", &payload(f)).await;
         assert_eq!((status, body.as_str()), (200, r#"{"Message":"OK"}"#), "{f}");
         let n = 3 + 2 * (i as u64 + 1);
-        assert_eq!(relay.wait_metric("events_output_rendered_total", Some("collector"), n).await, n);
+        assert_eq!(
+            relay
+                .wait_metric("events_output_rendered_total", Some("collector"), n)
+                .await,
+            n
+        );
     }
 
     // Telegram: two admission messages (the service account is filtered out by the
@@ -534,30 +549,69 @@ async fn every_sample_payload_reaches_every_output() {
         assert_eq!(s.uri, "/bot123:abc/sendMessage?chat_id=-100200");
         let f = s.multipart();
         assert_eq!(
-            f.keys().map(String::as_str).collect::<std::collections::BTreeSet<_>>(),
-            ["disable_notification", "disable_web_page_preview", "parse_mode", "text"].into()
+            f.keys()
+                .map(String::as_str)
+                .collect::<std::collections::BTreeSet<_>>(),
+            [
+                "disable_notification",
+                "disable_web_page_preview",
+                "parse_mode",
+                "text"
+            ]
+            .into()
         );
         assert_eq!(s.field("text"), tg_msgs[i]);
         assert_eq!(s.field("parse_mode"), "HTML");
         assert_eq!(s.field("disable_web_page_preview"), "true");
         assert_eq!(s.field("disable_notification"), "false");
     }
-    assert!(got[0].field("text").starts_with("<b>CREATE</b>: Deployment / shop.web\n<b>k8s</b>: "));
-    assert!(got[1].field("text").starts_with("<b>DELETE</b>: Pod / shop.web-7d9c8b6f5d-x2l4q"));
-    let exprs = [EXPR_LATENCY, EXPR_LATENCY, EXPR_LATENCY, EXPR_LATENCY, EXPR_CRASH, EXPR_CRASH];
+    assert!(
+        got[0]
+            .field("text")
+            .starts_with("<b>CREATE</b>: Deployment / shop.web\n<b>k8s</b>: ")
+    );
+    assert!(
+        got[1]
+            .field("text")
+            .starts_with("<b>DELETE</b>: Pod / shop.web-7d9c8b6f5d-x2l4q")
+    );
+    let exprs = [
+        EXPR_LATENCY,
+        EXPR_LATENCY,
+        EXPR_LATENCY,
+        EXPR_LATENCY,
+        EXPR_CRASH,
+        EXPR_CRASH,
+    ];
     for (i, s) in got[2..].iter().enumerate() {
         assert_eq!(s.uri, "/bot123:abc/sendPhoto?chat_id=-100200");
         let f = s.multipart();
-        let escaped = exprs[i].replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-        assert_eq!(s.field("caption"), format!("{}\n<i>{escaped}</i>", tg_msgs[2 + i]));
+        let escaped = exprs[i]
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert_eq!(
+            s.field("caption"),
+            format!("{}\n<i>{escaped}</i>", tg_msgs[2 + i])
+        );
         assert_eq!(s.field("parse_mode"), "HTML");
         let (filename, ctype, bytes) = &f["photo"];
         assert_eq!(filename.as_deref(), Some("alert.png"));
         assert_eq!(ctype.as_deref(), Some("image/png"));
         assert_eq!(&bytes[..], PNG);
     }
-    assert!(got[2].field("caption").trim_start().starts_with("<b>FIRING</b>: HighRequestLatency"));
-    assert!(got[4].field("caption").trim_start().starts_with("<b>RESOLVED</b>: HighRequestLatency"));
+    assert!(
+        got[2]
+            .field("caption")
+            .trim_start()
+            .starts_with("<b>FIRING</b>: HighRequestLatency")
+    );
+    assert!(
+        got[4]
+            .field("caption")
+            .trim_start()
+            .starts_with("<b>RESOLVED</b>: HighRequestLatency")
+    );
 
     // Grafana: one dashboard, render and delete per alert, shared by the three chats.
     let g = gf.wait(18, |_| true).await;
@@ -581,10 +635,15 @@ async fn every_sample_payload_reaches_every_output() {
         let rest = r.uri.strip_prefix("/render/d-solo/").unwrap();
         let (uid, query) = rest.split_once("/relay-panel?").unwrap();
         let d = &by_uid[uid];
-        let q: HashMap<String, String> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        let q: HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
         assert_eq!(q["orgId"], "1");
         assert_eq!(q["panelId"], "1");
-        assert_eq!((q["width"].as_str(), q["height"].as_str(), q["tz"].as_str()), ("1280", "640", "utc"));
+        assert_eq!(
+            (q["width"].as_str(), q["height"].as_str(), q["tz"].as_str()),
+            ("1280", "640", "utc")
+        );
         let span: i64 = q["to"].parse::<i64>().unwrap() - q["from"].parse::<i64>().unwrap();
         let panel = &d["dashboard"]["panels"][0];
         let steps = &panel["fieldConfig"]["defaults"]["thresholds"]["steps"];
@@ -628,11 +687,17 @@ async fn every_sample_payload_reaches_every_output() {
         assert_eq!(trio[0].uri, "/api/files.getUploadURLExternal");
         assert_eq!(trio[0].headers["authorization"], "Bearer xoxb-1");
         let f = trio[0].form();
-        assert_eq!((f["filename"].as_str(), f["length"].as_str()), ("alert.png", PNG.len().to_string().as_str()));
+        assert_eq!(
+            (f["filename"].as_str(), f["length"].as_str()),
+            ("alert.png", PNG.len().to_string().as_str())
+        );
         let n = 2 + i * 3;
         assert_eq!(trio[1].uri, format!("/upload/F{n}"));
         assert_eq!(&trio[1].body[..], PNG);
-        assert!(!trio[1].headers.contains_key("authorization"), "token sent to the upload URL");
+        assert!(
+            !trio[1].headers.contains_key("authorization"),
+            "token sent to the upload URL"
+        );
         assert_eq!(trio[2].uri, "/api/files.completeUploadExternal");
         let f = trio[2].form();
         assert_eq!(f["channel_id"], "C1");
@@ -662,7 +727,10 @@ async fn every_sample_payload_reaches_every_output() {
         json!({"attachment": {"type": "image", "payload": {"is_reusable": true}}})
     );
     let (filename, ctype, bytes) = &w[2].multipart()["filedata"];
-    assert_eq!((filename.as_deref(), ctype.as_deref(), &bytes[..]), (Some("alert.png"), Some("image/png"), PNG));
+    assert_eq!(
+        (filename.as_deref(), ctype.as_deref(), &bytes[..]),
+        (Some("alert.png"), Some("image/png"), PNG)
+    );
     assert_eq!(
         serde_json::from_str::<Json>(&w[3].field("message")).unwrap(),
         json!({"text": "FIRING: HighRequestLatency"})
@@ -687,7 +755,11 @@ async fn every_sample_payload_reaches_every_output() {
         ]
     );
     assert!(datagrams[3].starts_with("firing,alertname=HighRequestLatency fingerprint="));
-    assert!(datagrams.iter().all(|d| relay.rendered("collector").contains(d)));
+    assert!(
+        datagrams
+            .iter()
+            .all(|d| relay.rendered("collector").contains(d))
+    );
 
     // NATS: the whole event as JSON, one message per event.
     if let Some(sub) = sub.as_mut() {
@@ -708,22 +780,59 @@ async fn every_sample_payload_reaches_every_output() {
             }
         }
         assert_eq!(types.iter().filter(|t| *t == "K8sEvent").count(), 3);
-        assert_eq!(types.iter().filter(|t| *t == "AlertmanagerEvent").count(), 6);
+        assert_eq!(
+            types.iter().filter(|t| *t == "AlertmanagerEvent").count(),
+            6
+        );
     }
 
     // Counters.
-    for (output, sent) in [("telegram", 8), ("slack", 8), ("workchat", 8), ("collector", 9)] {
-        assert_eq!(relay.wait_metric("events_output_sent_total", Some(output), sent).await, sent, "{output}");
-        assert_eq!(relay.metric("events_output_rendered_total", Some(output)).await, sent);
-        assert_eq!(relay.metric("events_output_failed_total", Some(output)).await, 0);
-        assert_eq!(relay.metric("events_output_dropped_total", Some(output)).await, 0);
+    for (output, sent) in [
+        ("telegram", 8),
+        ("slack", 8),
+        ("workchat", 8),
+        ("collector", 9),
+    ] {
+        assert_eq!(
+            relay
+                .wait_metric("events_output_sent_total", Some(output), sent)
+                .await,
+            sent,
+            "{output}"
+        );
+        assert_eq!(
+            relay
+                .metric("events_output_rendered_total", Some(output))
+                .await,
+            sent
+        );
+        assert_eq!(
+            relay
+                .metric("events_output_failed_total", Some(output))
+                .await,
+            0
+        );
+        assert_eq!(
+            relay
+                .metric("events_output_dropped_total", Some(output))
+                .await,
+            0
+        );
     }
     if nats.is_some() {
-        assert_eq!(relay.wait_metric("events_output_sent_total", Some("nats"), 9).await, 9);
+        assert_eq!(
+            relay
+                .wait_metric("events_output_sent_total", Some("nats"), 9)
+                .await,
+            9
+        );
     }
     assert_eq!(relay.metric("events_received_total", None).await, 9);
     let metrics = relay.get("/metrics").await;
-    assert!(metrics.contains("events_grafana_renders_total{result=\"ok\"} 6\n"), "{metrics}");
+    assert!(
+        metrics.contains("events_grafana_renders_total{result=\"ok\"} 6\n"),
+        "{metrics}"
+    );
 
     // Traces: a span per event, a child per delivery pointing at it.
     let outputs = if nats.is_some() { 5 } else { 4 };
@@ -737,11 +846,18 @@ async fn every_sample_payload_reaches_every_output() {
                 assert_eq!(s.uri, "/v1/traces");
                 assert_eq!(s.headers["content-type"], "application/json");
                 let d = s.json();
-                assert_eq!(d["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"], "events");
-                d["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array().unwrap().clone()
+                assert_eq!(
+                    d["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"],
+                    "events"
+                );
+                d["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                    .as_array()
+                    .unwrap()
+                    .clone()
             })
             .collect();
-        let (events, children): (Vec<Json>, Vec<Json>) = spans.into_iter().partition(|s| s["name"] == "event");
+        let (events, children): (Vec<Json>, Vec<Json>) =
+            spans.into_iter().partition(|s| s["name"] == "event");
         if (events.len() >= 9 && children.len() >= want_children) || Instant::now() > deadline {
             break (events, children);
         }
@@ -751,11 +867,20 @@ async fn every_sample_payload_reaches_every_output() {
     assert_eq!(children.len(), want_children);
     let ids: HashMap<&str, &str> = events
         .iter()
-        .map(|e| (e["spanId"].as_str().unwrap(), e["traceId"].as_str().unwrap()))
+        .map(|e| {
+            (
+                e["spanId"].as_str().unwrap(),
+                e["traceId"].as_str().unwrap(),
+            )
+        })
         .collect();
     for c in &children {
         let parent = c["parentSpanId"].as_str().unwrap();
-        assert_eq!(ids.get(parent), Some(&c["traceId"].as_str().unwrap()), "{c}");
+        assert_eq!(
+            ids.get(parent),
+            Some(&c["traceId"].as_str().unwrap()),
+            "{c}"
+        );
         assert!(c["name"].as_str().unwrap().starts_with("send "));
         assert_eq!(c["status"]["code"], 1);
     }
@@ -765,4 +890,203 @@ async fn every_sample_payload_reaches_every_output() {
     for secret in ["123:abc", "xoxb-1", "wp-1", "glsa_key"] {
         assert!(!lines.contains(secret), "{secret} logged");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_messages_are_split_and_429_is_honoured() {
+    // The first call is refused with Telegram's 429 and `retry_after: 1`.
+    let tg = Fake::start(Arc::new(|_, n| {
+        if n == 0 {
+            (
+                429,
+                vec![("content-type".into(), "application/json".into())],
+                Bytes::from(
+                    json!({"ok": false, "error_code": 429,
+                        "description": "Too Many Requests: retry after 1",
+                        "parameters": {"retry_after": 1}})
+                    .to_string(),
+                ),
+            )
+        } else {
+            ok_json(json!({"ok": true, "result": {"message_id": n}}))
+        }
+    }))
+    .await;
+    // 60 lines of about 90 characters inside one <i>: about 5,500 characters.
+    let dir = std::env::temp_dir().join(format!("relay-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tpl = dir.join("long.message");
+    std::fs::write(
+        &tpl,
+        r#"{{- define "line" }}<b>{{ .data.kind }}</b> {{ .data.location }} by {{ .data.user.name }}: a line of padding text here
+{{ end -}}
+{{- define "ten" }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ template "line" . }}{{ end -}}
+{{- define "telegram-message" }}<i>{{ template "ten" . }}{{ template "ten" . }}{{ template "ten" . }}{{ template "ten" . }}{{ template "ten" . }}{{ template "ten" . }}end</i>{{ end -}}"#,
+    )
+    .unwrap();
+    let args: Vec<String> = vec![
+        "--http-k8s-url".into(),
+        "/k8s".into(),
+        "--telegram-url".into(),
+        format!("{}/bot9:tok/sendMessage?chat_id=42", tg.url()),
+        "--telegram-message-template".into(),
+        tpl.display().to_string(),
+    ];
+    let relay = Relay::start(&args, &[]);
+    let (status, _, took) = relay
+        .post("/k8s", &payload("admission-v1-deployment-create.json"))
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        took < Duration::from_millis(900),
+        "answer waited for Telegram: {took:?}"
+    );
+
+    let got = tg.wait(3, |_| true).await;
+    assert_eq!(got.len(), 3, "{got:#?}");
+    let texts: Vec<String> = got.iter().map(|s| s.field("text")).collect();
+    // The refused part is sent again, unchanged, after the wait Telegram asked for.
+    assert_eq!(texts[0], texts[1]);
+    let waited = got[1].at - got[0].at;
+    assert!(
+        waited >= Duration::from_millis(990),
+        "retried after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "retried after {waited:?}");
+    // Two parts, each within Telegram's limit, cut at a line end, tags balanced.
+    let full = relay.rendered("telegram").pop().unwrap();
+    assert!(full.chars().count() > 4096);
+    for t in &texts[1..] {
+        assert!(t.encode_utf16().count() <= 4096, "{}", t.len());
+        assert_eq!(t.matches("<i>").count(), t.matches("</i>").count(), "{t}");
+        assert_eq!(t.matches("<b>").count(), t.matches("</b>").count(), "{t}");
+    }
+    assert!(texts[1].ends_with("a line of padding text here</i>"));
+    assert!(texts[2].starts_with("<i><b>Deployment</b> shop.web"));
+    let rejoined = format!(
+        "{}\n{}",
+        texts[1].strip_suffix("</i>").unwrap(),
+        texts[2].strip_prefix("<i>").unwrap()
+    );
+    assert_eq!(rejoined, full);
+    assert_eq!(
+        relay
+            .wait_metric("events_output_sent_total", Some("telegram"), 1)
+            .await,
+        1
+    );
+    assert_eq!(
+        relay
+            .metric("events_output_retries_total", Some("telegram"))
+            .await,
+        1
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_channel_never_delays_the_answer() {
+    // Telegram accepts connections and never answers; Slack's port refuses them.
+    let hang = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hang_addr = hang.local_addr().unwrap();
+    let held: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let keep = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((s, _)) = hang.accept().await {
+            keep.lock().unwrap().push(s);
+        }
+    });
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap();
+    drop(closed);
+    let args: Vec<String> = vec![
+        "--http-alertmanager-url".into(),
+        "/alertmanager".into(),
+        "--telegram-url".into(),
+        format!("http://{hang_addr}/botX:Y/sendMessage?chat_id=1"),
+        "--telegram-message-template".into(),
+        "{{ .data.labels.alertname }}".into(),
+        "--slack-url".into(),
+        format!("http://{closed_addr}/api/files.upload?token=t&channels=C"),
+        "--slack-message-template".into(),
+        "{{ .data.labels.alertname }}".into(),
+        "--output-queue-size".into(),
+        "1".into(),
+        "--output-retries".into(),
+        "2".into(),
+        "--output-backoff-ms".into(),
+        "10".into(),
+    ];
+    let relay = Relay::start(&args, &[]);
+    for _ in 0..3 {
+        let (status, body, took) = relay
+            .post(
+                "/alertmanager",
+                &payload("alertmanager-firing-2-alerts.json"),
+            )
+            .await;
+        assert_eq!((status, body.as_str()), (200, r#"{"Message":"OK"}"#));
+        assert!(took < Duration::from_millis(500), "answer took {took:?}");
+        // Let the workers pick up what they can, so the drop count is known.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Telegram: one message stuck in flight, one waiting in the queue, the rest dropped.
+    assert_eq!(
+        relay
+            .metric("events_output_rendered_total", Some("telegram"))
+            .await,
+        6
+    );
+    // (5 when the second alert of the first request came before the worker took the first.)
+    let dropped = relay
+        .wait_metric("events_output_dropped_total", Some("telegram"), 4)
+        .await;
+    assert!(dropped == 4 || dropped == 5, "{dropped}");
+    assert_eq!(
+        relay
+            .metric("events_output_sent_total", Some("telegram"))
+            .await,
+        0
+    );
+    // Slack: every message tried three times, then counted as failed (or dropped while
+    // the queue was busy with retries).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let failed = relay
+            .metric("events_output_failed_total", Some("slack"))
+            .await;
+        let dropped = relay
+            .metric("events_output_dropped_total", Some("slack"))
+            .await;
+        if failed + dropped == 6 || Instant::now() > deadline {
+            assert_eq!(failed + dropped, 6);
+            assert!(failed >= 3, "{failed}");
+            let retries = relay
+                .metric("events_output_retries_total", Some("slack"))
+                .await;
+            assert_eq!(retries, failed * 2);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let health: Json = serde_json::from_str(&relay.get("/healthz").await).unwrap();
+    assert_eq!(health["outputs"]["telegram"]["dropped"], dropped);
+    assert!(
+        relay
+            .records()
+            .iter()
+            .any(|r| r["level"] == "warn" && r["msg"] == "telegram: queue full, message dropped")
+    );
+    assert!(relay.records().iter().any(|r| {
+        r["level"] == "error"
+            && r["msg"]
+                .as_str()
+                .unwrap()
+                .starts_with("slack: not sent: chat.postMessage: request failed")
+    }));
+    assert_eq!(
+        held.lock().unwrap().len(),
+        1,
+        "one connection to the stuck chat"
+    );
 }
