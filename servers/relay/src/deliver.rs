@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -18,7 +18,7 @@ use tokio::sync::{OnceCell, mpsc};
 use crate::client::{ClientError, HttpClient, Multipart, Reply, form, query_pairs};
 use crate::grafana::{AlertQuery, Grafana, alert_query};
 use crate::log::{Level, Logger};
-use crate::metrics::{Metrics, OutputCounters};
+use crate::metrics::Metrics;
 use crate::outputs::redact;
 use crate::settings::{Channel, ChannelKind, Delivery};
 use crate::split::split;
@@ -34,6 +34,52 @@ pub const SLACK_TEXT: usize = 40_000;
 pub const WORKCHAT_TEXT: usize = 2000;
 /// Longest backoff between retries.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Per-key token buckets: Telegram allows about 20 messages a minute into a group, and
+/// answers 429 beyond; pacing ourselves keeps bursts of alerts from being throttled.
+#[derive(Debug)]
+pub struct Pacer {
+    per_minute: u32,
+    buckets: HashMap<String, (f64, Instant)>,
+}
+
+/// Buckets kept at most; full ones are forgotten first.
+const MAX_BUCKETS: usize = 10_000;
+
+impl Pacer {
+    /// `per_minute` calls per key and minute, bursts of as many; 0 turns pacing off.
+    pub fn new(per_minute: u32) -> Pacer {
+        Pacer {
+            per_minute,
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Takes a token for `key` and says how long to wait before using it.
+    pub fn reserve(&mut self, key: &str, now: Instant) -> Duration {
+        if self.per_minute == 0 {
+            return Duration::ZERO;
+        }
+        let cap = f64::from(self.per_minute);
+        let rate = cap / 60.0;
+        if self.buckets.len() >= MAX_BUCKETS {
+            self.buckets.retain(|_, (tokens, last)| {
+                *tokens + now.saturating_duration_since(*last).as_secs_f64() * rate < cap
+            });
+        }
+        let (tokens, last) = self.buckets.entry(key.to_string()).or_insert((cap, now));
+        let available =
+            (*tokens + now.saturating_duration_since(*last).as_secs_f64() * rate).min(cap);
+        // A negative balance is the queue of calls already promised a later slot.
+        *tokens = available - 1.0;
+        *last = now;
+        if *tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-*tokens / rate)
+        }
+    }
+}
 
 /// One message for one target of one output.
 pub struct Job {
@@ -211,6 +257,7 @@ struct Output {
     shared: Arc<Shared>,
     timeout: Duration,
     nats: Option<async_nats::Client>,
+    pacer: Mutex<Pacer>,
 }
 
 fn classify(r: Result<Reply, ClientError>) -> Result<Reply, SendError> {
@@ -294,11 +341,17 @@ impl Output {
             .and_then(|t| t.parse().ok())
             .map(Duration::from_secs)
             .unwrap_or(Duration::from_secs(30));
+        let per_minute = channel
+            .vars
+            .get("RateLimit")
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
         Output {
             channel,
             shared,
             timeout,
             nats: None,
+            pacer: Mutex::new(Pacer::new(per_minute)),
         }
     }
 
@@ -418,8 +471,33 @@ impl Output {
         }
     }
 
+    /// Waits for a slot to send to `key`.
+    async fn pace(&self, key: &str) {
+        let wait = match self.pacer.lock() {
+            Ok(mut p) => p.reserve(key, Instant::now()),
+            Err(_) => Duration::ZERO,
+        };
+        if !wait.is_zero() {
+            self.shared.log.log(
+                Level::Debug,
+                &format!(
+                    "{}: pacing, next send in {wait:?}",
+                    self.channel.kind.name()
+                ),
+                &[],
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     async fn telegram(&self, job: &Job) -> Result<(), String> {
         let url = &job.target;
+        // Limits are per chat; the bot token in the path does not matter for them.
+        let chat = query_pairs(url)
+            .into_iter()
+            .find(|(k, _)| k == "chat_id")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
         let quiet = self.var("DisableNotification", "false");
         let mut text = Some(job.message.as_str());
         if let Some((png, q)) = self.image(job).await {
@@ -433,6 +511,7 @@ impl Output {
                 split(&query, TELEGRAM_CAPTION, true).swap_remove(0)
             };
             let photo_url = url.replacen("/sendMessage", "/sendPhoto", 1);
+            self.pace(&chat).await;
             self.attempt("sendPhoto", || {
                 let form = Multipart::new()
                     .text("caption", &caption)
@@ -445,6 +524,7 @@ impl Output {
         }
         if let Some(text) = text {
             for part in split(text, TELEGRAM_TEXT, true) {
+                self.pace(&chat).await;
                 self.attempt("sendMessage", || {
                     let form = Multipart::new()
                         .text("text", &part)
@@ -594,24 +674,24 @@ impl Output {
 
     async fn nats(&mut self, job: &Job) -> Result<(), String> {
         let timeout = self.timeout;
-        let server = self.channel.server.clone();
-        let subject = job.target.clone();
+        let server = self.channel.server.as_str();
         let payload = Bytes::from(job.message.clone());
-        let mut client = self.nats.clone();
-        let result = self
+        let existing = self.nats.clone();
+        let client = self
             .attempt("publish", || {
-                let server = server.clone();
-                let subject = subject.clone();
+                let subject = job.target.clone();
                 let payload = payload.clone();
-                let existing = client.clone();
+                let existing = existing.clone();
                 async move {
                     let retry = |reason: String| SendError::Retry {
                         after: None,
                         reason,
                     };
+                    // The client reconnects by itself once connected; only the first
+                    // connection is made here.
                     let c = match existing {
                         Some(c) => c,
-                        None => tokio::time::timeout(timeout, async_nats::connect(server.as_str()))
+                        None => tokio::time::timeout(timeout, async_nats::connect(server))
                             .await
                             .map_err(|_| {
                                 retry(format!("connecting: no answer within {timeout:?}"))
@@ -631,15 +711,9 @@ impl Output {
                     }
                 }
             })
-            .await;
-        match result {
-            Ok(c) => {
-                client = Some(c);
-                self.nats = client;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+            .await?;
+        self.nats = Some(client);
+        Ok(())
     }
 
     async fn collector(&self, job: &Job) -> Result<(), String> {
@@ -679,11 +753,6 @@ impl Output {
     }
 }
 
-/// Counters of an output, for the dispatcher.
-pub fn counters<'a>(metrics: &'a Metrics, name: &str) -> Option<&'a OutputCounters> {
-    metrics.output(name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,6 +767,30 @@ mod tests {
             headers,
             body: Bytes::from(body.to_string()),
         })
+    }
+
+    #[test]
+    fn pacer_allows_a_burst_then_spaces_calls() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(20);
+        for _ in 0..20 {
+            assert_eq!(p.reserve("-100", t0), Duration::ZERO);
+        }
+        // Twenty a minute: one every three seconds once the burst is used.
+        assert_eq!(p.reserve("-100", t0), Duration::from_secs(3));
+        assert_eq!(p.reserve("-100", t0), Duration::from_secs(6));
+        // Other chats have their own bucket.
+        assert_eq!(p.reserve("-200", t0), Duration::ZERO);
+        // Time refills the bucket: 30 s later, ten tokens minus the two promised.
+        let later = t0 + Duration::from_secs(30);
+        for _ in 0..8 {
+            assert_eq!(p.reserve("-100", later), Duration::ZERO);
+        }
+        assert!(p.reserve("-100", later) > Duration::ZERO);
+        let mut off = Pacer::new(0);
+        for _ in 0..100 {
+            assert_eq!(off.reserve("-100", t0), Duration::ZERO);
+        }
     }
 
     #[test]

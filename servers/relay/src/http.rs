@@ -141,7 +141,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
     }
     let trace_id = req
         .headers()
-        .get("x-trace-id")
+        .get(app.settings.trace_header.as_str())
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {

@@ -153,6 +153,37 @@ impl App {
         }
     }
 
+    /// Messages rendered but not yet sent, failed or dropped, over all outputs.
+    pub fn pending(&self) -> u64 {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        self.metrics
+            .outputs
+            .iter()
+            .map(|(_, c)| {
+                load(&c.rendered).saturating_sub(load(&c.sent) + load(&c.failed) + load(&c.dropped))
+            })
+            .sum()
+    }
+
+    /// Waits until every queued message is delivered or given up on, or `limit` passed;
+    /// returns what is still pending. Spans are exported once more at the end.
+    pub async fn drain(&self, limit: std::time::Duration) -> u64 {
+        let deadline = tokio::time::Instant::now() + limit;
+        // Renders still running hold permits; wait for them first.
+        while self.permits.available_permits() < MAX_IN_FLIGHT
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        while self.pending() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        if let Some(t) = &self.tracer {
+            let _ = t.flush(&self.shared.client).await;
+        }
+        self.pending()
+    }
+
     /// Renders events for every output in the background; never waits.
     pub fn dispatch(
         self: &Arc<Self>,

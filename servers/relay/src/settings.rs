@@ -24,6 +24,7 @@ const FLAGS: &[&str] = &[
     "http-listen",
     "http-k8s-url",
     "http-alertmanager-url",
+    "http-header-trace-id",
     "template-time-format",
     "stdout-format",
     "stdout-level",
@@ -37,6 +38,7 @@ const FLAGS: &[&str] = &[
     "telegram-timeout",
     "telegram-alert-expression",
     "telegram-disable-notification",
+    "telegram-ratelimit",
     "slack-url",
     "slack-message-template",
     "slack-selector-template",
@@ -68,6 +70,7 @@ const FLAGS: &[&str] = &[
     "output-retries",
     "output-backoff-ms",
     "output-max-retry-after",
+    "output-drain-timeout",
     "prometheus-url",
     "opentelemetry-endpoint",
     "opentelemetry-service-name",
@@ -148,6 +151,8 @@ pub struct Settings {
     pub k8s_paths: Vec<String>,
     /// Paths accepting Alertmanager notifications.
     pub alertmanager_paths: Vec<String>,
+    /// Request header carrying a trace id (32 hex digits) to continue.
+    pub trace_header: String,
     /// Go layout of the event `time` field and of `timeFormat` input.
     pub time_format: String,
     /// stdout line format.
@@ -179,6 +184,8 @@ pub struct Delivery {
     pub backoff: std::time::Duration,
     /// Longest `retry_after`/`Retry-After` honoured; a longer one fails the message.
     pub max_retry_after: std::time::Duration,
+    /// On SIGTERM, how long queued messages may still take.
+    pub drain: std::time::Duration,
 }
 
 /// OTLP trace export.
@@ -332,6 +339,12 @@ impl Settings {
                         "DisableNotification".into(),
                         get("telegram-disable-notification", "false"),
                     );
+                    // The newer original's default: 18 a minute (Telegram allows 20 a
+                    // minute into a group); here per chat rather than for all chats.
+                    vars.insert(
+                        "RateLimit".into(),
+                        number("telegram-ratelimit", "18")?.to_string(),
+                    );
                 }
                 ChannelKind::Workchat => {
                     vars.insert(
@@ -384,6 +397,7 @@ impl Settings {
                 "output-max-retry-after",
                 "300",
             )?),
+            drain: std::time::Duration::from_secs(number("output-drain-timeout", "10")?),
         };
         let endpoint = get("opentelemetry-endpoint", "");
         let traces = if endpoint.is_empty() {
@@ -407,6 +421,7 @@ impl Settings {
             http_listen: get("http-listen", ":80"),
             k8s_paths: paths(&get("http-k8s-url", "")),
             alertmanager_paths: paths(&get("http-alertmanager-url", "")),
+            trace_header: get("http-header-trace-id", "X-Trace-ID"),
             time_format: get(
                 "template-time-format",
                 relay_templates::relay::DEFAULT_TIME_FORMAT,
@@ -431,17 +446,35 @@ impl Settings {
 /// Usage text for `--help`.
 pub const USAGE: &str =
     "event-relay: renders admission reviews and Alertmanager alerts through Go templates
+and sends them to chats, NATS and a UDP collector
 
 Flags (each also read from EVENTS_<FLAG_IN_UPPER_SNAKE_CASE>; a flag wins over its variable):
   --http-listen :80                 listen address
   --http-k8s-url /k8s               comma-separated paths for admission reviews
   --http-alertmanager-url /am       comma-separated paths for Alertmanager notifications
+  --http-header-trace-id X-Trace-ID header with a trace id to continue
   --template-time-format LAYOUT     Go layout of event times (default 2006-01-02T15:04:05.999Z)
   --stdout-format text|json|template, --stdout-level, --stdout-template
+Outputs (each enabled by its URL or address; several at once):
   --telegram-url URL | --telegram-out-id-token T --telegram-out-chat-id C
   --telegram-message-template T | --telegram-out-message T, --telegram-selector-template T
-  --slack-url URL --slack-message-template T [--slack-selector-template T]
+  --telegram-timeout 30, --telegram-disable-notification false, --telegram-ratelimit 18 (per chat and minute, 0 = off)
+  --slack-url URL --slack-message-template T [--slack-selector-template T] [--slack-timeout 30]
   --workchat-url URL --workchat-message-template T [--workchat-selector-template T]
+  --workchat-notification-type REGULAR, --workchat-timeout 30
+  --nats-url nats://H:4222 --nats-subject events --nats-message-template T [--nats-selector-template T]
+  --collector-address H:P --collector-message-template T (one UDP datagram per event)
+  --*-alert-expression g0.expr      label or generatorURL parameter holding the alert's query
+Delivery:
+  --output-queue-size 1000 --output-retries 3 --output-backoff-ms 1000
+  --output-max-retry-after 300 (seconds) --output-drain-timeout 10 (seconds, on SIGTERM)
+Alert images (Grafana):
+  --grafana-url URL --grafana-api-key KEY|user:password --grafana-org 1 --grafana-datasource Prometheus
+  --grafana-period 60 --grafana-image-width 1280 --grafana-image-height 640 --grafana-timeout 60
+Observability:
+  --prometheus-url /metrics         Prometheus text exposition on the listen address; /healthz too
+  --opentelemetry-endpoint URL      OTLP/HTTP (JSON) collector; spans go to URL/v1/traces
+  --opentelemetry-service-name events --opentelemetry-flush-ms 1000
 A template option is a file path when such a file exists, else the template text itself.
 ";
 
@@ -507,7 +540,55 @@ mod tests {
     }
 
     #[test]
+    fn queue_nats_collector_and_grafana_settings() {
+        let s = parse(
+            &[
+                "--nats-url",
+                "nats://127.0.0.1:4222",
+                "--nats-message-template",
+                "{{ toJSON . }}",
+                "--output-queue-size",
+                "5",
+            ],
+            &[
+                ("EVENTS_COLLECTOR_ADDRESS", "127.0.0.1:8094"),
+                ("EVENTS_COLLECTOR_MESSAGE_TEMPLATE", "m"),
+                ("EVENTS_GRAFANA_URL", "http://grafana:3000"),
+                ("EVENTS_GRAFANA_PERIOD", "15"),
+            ],
+        )
+        .unwrap();
+        let kinds: Vec<ChannelKind> = s.channels.iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, [ChannelKind::Nats, ChannelKind::Collector]);
+        assert_eq!(s.channels[0].url, "events");
+        assert_eq!(s.channels[0].server, "nats://127.0.0.1:4222");
+        assert_eq!(s.channels[1].url, "127.0.0.1:8094");
+        assert_eq!(s.delivery.queue_size, 5);
+        assert_eq!(s.delivery.retries, 3);
+        let g = s.grafana.unwrap();
+        assert_eq!(
+            (g.api_key.as_str(), g.period_minutes, g.width),
+            ("admin:admin", 15, 1280)
+        );
+        assert_eq!(s.metrics_path, "/metrics");
+        assert!(s.traces.is_none());
+    }
+
+    #[test]
     fn bad_settings_are_explained() {
+        assert_eq!(
+            parse(&["--output-retries", "many"], &[])
+                .unwrap_err()
+                .to_string(),
+            "--output-retries \"many\": expected a whole number"
+        );
+        assert!(parse(&["--output-queue-size", "0"], &[]).is_err());
+        assert!(
+            parse(&[], &[("EVENTS_COLLECTOR_ADDRESS", "h:1")])
+                .unwrap_err()
+                .to_string()
+                .contains("--collector-address is set but --collector-message-template is empty")
+        );
         assert_eq!(
             parse(&["--nope", "1"], &[]).unwrap_err(),
             SettingsError::UnknownFlag("nope".into())

@@ -123,6 +123,11 @@ struct Fake {
 
 impl Fake {
     async fn start(responder: Responder) -> Fake {
+        Fake::start_slow(responder, Duration::ZERO).await
+    }
+
+    /// Like `start`, answering each request only after `delay`.
+    async fn start_slow(responder: Responder, delay: Duration) -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -159,6 +164,7 @@ impl Fake {
                                 l.push(seen.clone());
                                 l.len() - 1
                             };
+                            tokio::time::sleep(delay).await;
                             let (status, headers, body) = responder(&seen, n);
                             let mut r = Response::builder().status(status);
                             for (k, v) in headers {
@@ -1089,4 +1095,169 @@ async fn a_dead_channel_never_delays_the_answer() {
         1,
         "one connection to the stuck chat"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alert_images_fall_back_to_text_and_long_captions_move_to_the_text() {
+    let tg = Fake::start(telegram_ok()).await;
+    // The first render fails (no image renderer installed, say); the second works.
+    let renders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&renders);
+    let ok = grafana();
+    let gf = Fake::start(Arc::new(move |s, n| {
+        if s.method == "GET" && count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return (500, vec![], Bytes::from_static(b"renderer missing"));
+        }
+        ok(s, n)
+    }))
+    .await;
+    let otel = Fake::start(Arc::new(|_, _| ok_json(json!({})))).await;
+    // About 1,400 characters: too long for a caption (1,024), fine for a message.
+    let long = format!(
+        "{{{{ .data.labels.alertname }}}}{}",
+        " {{ .data.annotations.summary }}".repeat(33)
+    );
+    let args: Vec<String> = vec![
+        "--http-alertmanager-url".into(),
+        "/alertmanager".into(),
+        "--telegram-url".into(),
+        format!("{}/bot7:k/sendMessage?chat_id=5", tg.url()),
+        "--telegram-message-template".into(),
+        long,
+        "--grafana-url".into(),
+        gf.url(),
+        "--grafana-api-key".into(),
+        "viewer:secret".into(),
+        "--opentelemetry-endpoint".into(),
+        otel.url(),
+        "--opentelemetry-flush-ms".into(),
+        "50".into(),
+    ];
+    let relay = Relay::start(&args, &[]);
+    let body = payload("alertmanager-firing-2-alerts.json");
+    let mut s = TcpStream::connect(&relay.addr).await.unwrap();
+    let head = format!(
+        "POST /alertmanager HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Type: application/json\r\nX-Trace-ID: 4bf92f3577b34da6a3ce929d0e0e4736\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+
+    let got = tg.wait(3, |_| true).await;
+    assert_eq!(got.len(), 3, "{got:#?}");
+    let msgs = relay.rendered("telegram");
+    // First alert: no image, so the message goes alone.
+    assert_eq!(got[0].uri, "/bot7:k/sendMessage?chat_id=5");
+    assert_eq!(got[0].field("text"), msgs[0]);
+    // Second alert: the photo carries the query, the message follows as text.
+    assert_eq!(got[1].uri, "/bot7:k/sendPhoto?chat_id=5");
+    assert_eq!(
+        got[1].field("caption"),
+        format!("<i>{}</i>", EXPR_LATENCY.replace('>', "&gt;"))
+    );
+    assert_eq!(&got[1].multipart()["photo"].2[..], PNG);
+    assert_eq!(got[2].uri, "/bot7:k/sendMessage?chat_id=5");
+    assert_eq!(got[2].field("text"), msgs[1]);
+    assert!(msgs[1].chars().count() > 1024);
+
+    // Both dashboards were deleted, the failed one too; Basic auth for user:password.
+    let g = gf.wait(6, |_| true).await;
+    assert_eq!(
+        g.iter().filter(|s| s.method == "DELETE").count(),
+        2,
+        "{g:#?}"
+    );
+    assert!(
+        g.iter()
+            .all(|s| s.headers["authorization"] == "Basic dmlld2VyOnNlY3JldA==")
+    );
+    let metrics = relay.get("/metrics").await;
+    assert!(
+        metrics.contains("events_grafana_renders_total{result=\"ok\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("events_grafana_renders_total{result=\"error\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(relay.records().iter().any(|r| r["level"] == "warn"
+        && r["msg"]
+            == "telegram: no alert image, sending text only: grafana: rendering: HTTP 500"));
+
+    // The trace id from the request header is continued.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let spans: Vec<Json> = otel
+            .seen()
+            .iter()
+            .flat_map(|s| {
+                s.json()["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                    .as_array()
+                    .unwrap()
+                    .clone()
+            })
+            .collect();
+        if spans.len() >= 4 || Instant::now() > deadline {
+            assert_eq!(spans.len(), 4, "{spans:#?}");
+            assert!(
+                spans
+                    .iter()
+                    .all(|s| s["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736")
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_delivers_what_is_queued_before_exiting() {
+    let tg = Fake::start_slow(telegram_ok(), Duration::from_millis(200)).await;
+    let args: Vec<String> = vec![
+        "--http-alertmanager-url".into(),
+        "/alertmanager".into(),
+        "--telegram-url".into(),
+        format!("{}/bot1:t/sendMessage?chat_id=3", tg.url()),
+        "--telegram-message-template".into(),
+        "{{ .data.labels.instance }}".into(),
+    ];
+    let mut relay = Relay::start(&args, &[]);
+    let (status, _, _) = relay
+        .post(
+            "/alertmanager",
+            &payload("alertmanager-firing-2-alerts.json"),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let pid = relay.child.id().to_string();
+    let t = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let code = tokio::task::spawn_blocking(move || {
+        let code = relay.child.wait().unwrap().code();
+        (code, relay)
+    })
+    .await
+    .unwrap();
+    assert_eq!(code.0, Some(0));
+    // Two answers of 200 ms each were waited for, not ten seconds.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let got = tg.seen();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    let texts: Vec<String> = got.iter().map(|s| s.field("text")).collect();
+    assert_eq!(texts, ["10.0.1.15:8080", "10.0.1.16:8080"]);
+    assert!(code.1.records().iter().any(|r| {
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopping: delivering queued messages")
+    }));
 }
