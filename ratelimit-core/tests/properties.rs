@@ -109,6 +109,29 @@ impl ratelimit_core::CounterStore for Down {
             "connection refused",
         ))
     }
+
+    async fn get(
+        &self,
+        _: u64,
+        _: &[&str],
+        _: &mut [u64],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        Err(ratelimit_core::StoreError::new(
+            "redis_error",
+            "connection refused",
+        ))
+    }
+
+    async fn refund(
+        &self,
+        _: u64,
+        _: &[ratelimit_core::Increment],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        Err(ratelimit_core::StoreError::new(
+            "redis_error",
+            "connection refused",
+        ))
+    }
 }
 
 #[test]
