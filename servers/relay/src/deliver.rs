@@ -93,6 +93,8 @@ pub struct Job {
     pub image: Option<Arc<ImageSlot>>,
     /// The event's span, parent of this delivery's span.
     pub span: Option<SpanContext>,
+    /// When it was queued (the delivery span starts here, so queueing time shows).
+    pub queued: chrono::DateTime<chrono::Utc>,
 }
 
 /// A rendered alert image, or why there is none.
@@ -206,7 +208,6 @@ pub async fn run_worker(channel: Channel, mut rx: mpsc::Receiver<Job>, shared: A
     let name = channel.kind.name();
     let mut out = Output::new(channel, Arc::clone(&shared));
     while let Some(job) = rx.recv().await {
-        let start = crate::now();
         let result = out.deliver(&job).await;
         let Some(counters) = shared.metrics.output(name) else {
             continue;
@@ -242,7 +243,7 @@ pub async fn run_worker(channel: Channel, mut rx: mpsc::Receiver<Job>, shared: A
             tracer.child(
                 parent,
                 &format!("send {name}"),
-                start,
+                job.queued,
                 crate::now(),
                 &[("output", name), ("target", &target)],
                 result.as_ref().err().map(String::as_str),

@@ -262,6 +262,7 @@ impl App {
                                     None
                                 },
                                 span: span.clone(),
+                                queued: now(),
                             };
                             if !queue.push(job) {
                                 if let Some(c) = counters {
