@@ -134,13 +134,27 @@ pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
             .map(|(p, h)| format!("{p}: {h}\n"))
             .collect::<String>(),
         "/rlconfig" => app.limiter.rules().map(|r| r.dump()).unwrap_or_default(),
-        "/stats" => app
-            .limiter
-            .stats()
-            .snapshot()
-            .into_iter()
-            .map(|(k, v)| format!("{k}: {v}\n"))
-            .collect(),
+        "/stats" => {
+            let mut all = app.limiter.stats().snapshot();
+            if let Some(lc) = app.limiter.local_cache() {
+                use std::sync::atomic::Ordering::Relaxed;
+                let s = &lc.stats;
+                for (name, v) in [
+                    ("hitCount", s.hit_count.load(Relaxed)),
+                    ("missCount", s.miss_count.load(Relaxed)),
+                    ("lookupCount", s.lookup_count.load(Relaxed)),
+                    ("entryCount", lc.entry_count() as u64),
+                    ("expiredCount", s.expired_count.load(Relaxed)),
+                    ("evacuateCount", s.evacuate_count.load(Relaxed)),
+                    ("overwriteCount", s.overwrite_count.load(Relaxed)),
+                ] {
+                    all.insert(format!("ratelimit.localcache.{name}"), v);
+                }
+            }
+            all.into_iter()
+                .map(|(k, v)| format!("{k}: {v}\n"))
+                .collect()
+        }
         _ => return text(StatusCode::NOT_FOUND, "404 page not found\n"),
     };
     let mut r = Response::new(Full::new(Bytes::from(body)));

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratelimit_backends::{MemoryStore, SystemClock};
+use ratelimit_backends::{MemcachedStore, MemoryStore, RedisStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
 use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
@@ -43,19 +43,26 @@ fn main() -> ExitCode {
 }
 
 async fn run(settings: Settings) -> Result<(), String> {
+    for w in &settings.warnings {
+        log::log(Level::Warn, w);
+    }
     let store: Arc<dyn CounterStore> = match settings.backend_type {
         BackendType::Memory => Arc::new(MemoryStore::new()),
         BackendType::Redis => {
-            return Err(
-                "BACKEND_TYPE=redis is not built yet in this version; set BACKEND_TYPE=memory"
-                    .into(),
-            );
+            let retry = |m: &str| log::log(Level::Warn, m);
+            Arc::new(
+                RedisStore::connect(
+                    settings.redis.clone(),
+                    settings.redis_per_second.clone(),
+                    settings.redis_startup,
+                    &retry,
+                )
+                .await
+                .map_err(|e| format!("cannot connect to redis: {e}"))?,
+            )
         }
         BackendType::Memcache => {
-            return Err(
-                "BACKEND_TYPE=memcache is not built yet in this version; set BACKEND_TYPE=memory"
-                    .into(),
-            );
+            Arc::new(MemcachedStore::new(settings.memcache.clone()).map_err(|e| e.to_string())?)
         }
     };
     if settings.config_type != ConfigType::File {
@@ -133,6 +140,16 @@ async fn run(settings: Settings) -> Result<(), String> {
         limiter,
         health,
         settings,
+    });
+    // The store's health (e.g. REDIS_HEALTH_CHECK_ACTIVE_CONNECTION) feeds the health faces.
+    let watched = app.clone();
+    tokio::spawn(async move {
+        loop {
+            watched
+                .health
+                .set_backend(watched.limiter.store().healthy());
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     });
     serve(
         app,
