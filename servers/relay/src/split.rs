@@ -136,7 +136,7 @@ pub fn split(text: &str, limit: usize, html: bool) -> Vec<String> {
         if need > limit {
             // A single token larger than a whole part (a huge tag): cut it by characters.
             for ch in text_of.chars() {
-                if cur_units + ch.len_utf16() > limit {
+                if cur_units + ch.len_utf16() > limit && !cur.is_empty() {
                     parts.push(std::mem::take(&mut cur));
                     cur_units = 0;
                 }
@@ -231,6 +231,25 @@ mod tests {
     fn plain_mode_ignores_markup() {
         let parts = split("<a\n<b", 3, false);
         assert_eq!(parts, ["<a", "<b"]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parts_fit_and_keep_the_text(
+            text in "[ab <>/&;#\n\u{e9}\u{1F600}]{0,300}",
+            limit in 2usize..80,
+            html: bool,
+        ) {
+            let parts = split(&text, limit, html);
+            for p in &parts {
+                proptest::prop_assert!(units(p) <= limit, "{:?} over {}", p, limit);
+            }
+            // Without markup nothing is added, and only newlines at cuts are removed.
+            if !html || !text.contains('<') {
+                let strip = |s: &str| s.replace('\n', "");
+                proptest::prop_assert_eq!(strip(&parts.concat()), strip(&text));
+            }
+        }
     }
 
     #[test]
