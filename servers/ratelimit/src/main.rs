@@ -8,12 +8,16 @@ use ratelimit_backends::{MemoryStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
 use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
-use ratelimit_server::settings::{BackendType, ConfigType};
+use ratelimit_server::settings::BackendType;
 use ratelimit_server::tls::{self, TlsFiles};
-use ratelimit_server::{App, Health, Listeners, Settings, files, serve};
+use ratelimit_server::{App, Health, Listeners, Settings, provider, serve};
 use tokio::net::TcpListener;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("check-config") {
+        return ratelimit_server::checkconfig::main(&args[2..]);
+    }
     let settings = match Settings::from_env() {
         Ok(s) => s,
         Err(e) => {
@@ -58,12 +62,6 @@ async fn run(settings: Settings) -> Result<(), String> {
             );
         }
     };
-    if settings.config_type != ConfigType::File {
-        return Err(
-            "CONFIG_TYPE=GRPC_XDS_SOTW is not built yet in this version; use CONFIG_TYPE=FILE"
-                .into(),
-        );
-    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let stats = Arc::new(Stats::with_dynamic_cap(settings.stats_dynamic_cap));
     let limiter = Limiter::builder(store, clock)
@@ -72,20 +70,6 @@ async fn run(settings: Settings) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let health = Health::new(settings.healthy_with_at_least_one_config_loaded);
-
-    let files = files::read_rule_files(&settings).map_err(|e| e.to_string())?;
-    limiter
-        .reload_yaml(
-            files.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-            settings.merge_domain_config,
-        )
-        .map_err(|e| format!("error loading rate limit configuration: {e}"))?;
-    let domains = limiter.rules().map_or(0, |r| r.domain_count());
-    health.set_config(domains > 0 || !settings.healthy_with_at_least_one_config_loaded);
-    log::log(
-        Level::Info,
-        &format!("loaded {} rule file(s), {domains} domain(s)", files.len()),
-    );
 
     let tls = if settings.grpc_server_use_tls {
         if settings.grpc_server_tls_cert.is_empty() || settings.grpc_server_tls_key.is_empty() {
@@ -110,6 +94,15 @@ async fn run(settings: Settings) -> Result<(), String> {
         None
     };
 
+    // Rules before listeners: without FORCE_START_WITHOUT_INITIAL_CONFIG no listener opens
+    // before a configuration is loaded.
+    let app = Arc::new(App {
+        limiter,
+        health,
+        settings: settings.clone(),
+    });
+    provider::start(app.clone()).await?;
+
     let http = bind(&settings.host, settings.port).await?;
     let debug = bind(&settings.debug_host, settings.debug_port).await?;
     let (grpc, grpc_addr) = if settings.grpc_uds.is_empty() {
@@ -129,11 +122,6 @@ async fn run(settings: Settings) -> Result<(), String> {
         http.local_addr().map_err(|e| e.to_string())?,
         debug.local_addr().map_err(|e| e.to_string())?
     );
-    let app = Arc::new(App {
-        limiter,
-        health,
-        settings,
-    });
     serve(
         app,
         Listeners {
