@@ -5,4 +5,6 @@ mod envoy;
 mod grpc_face;
 mod http_face;
 mod lifecycle;
+mod rules_files;
+mod rules_util;
 mod tls;

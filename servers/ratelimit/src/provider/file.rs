@@ -94,9 +94,128 @@ fn resolve(configured: &Path) -> Option<(PathBuf, u64)> {
     Some((real, ino))
 }
 
-/// Starts the watcher task; it lives as long as the runtime.
-pub fn spawn_watcher(app: Arc<App>) {
-    tokio::spawn(watch_loop(app));
+/// The watches, set up before the first load so that no change after it can go unseen.
+pub struct Watch {
+    app: Arc<App>,
+    watcher: Option<RecommendedWatcher>,
+    events: mpsc::UnboundedReceiver<()>,
+    watched: Option<(PathBuf, u64)>,
+    last: Fingerprint,
+}
+
+impl Watch {
+    /// Sets up the watches (failures are logged: the poll still works).
+    pub fn new(app: Arc<App>) -> Watch {
+        let configured = app.settings.config_dir();
+        let last = fingerprint(&configured);
+        let (tx, events) = mpsc::unbounded_channel::<()>();
+        let root = if app.settings.runtime_watch_root {
+            root_parent(&app.settings.runtime_root)
+        } else {
+            None
+        };
+        let filter_root = root.clone();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
+            Ok(ev) if !relevant(&ev, filter_root.as_ref()) => {}
+            Ok(_) => {
+                let _ = tx.send(());
+            }
+            Err(e) => {
+                // A lost event (queue overflow) is treated as a change.
+                log::log(Level::Warn, &format!("rule file watcher: {e}"));
+                let _ = tx.send(());
+            }
+        });
+        let mut watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                log::log(
+                    Level::Error,
+                    &format!(
+                        "cannot watch rule files ({e}); changes are picked up by polling only"
+                    ),
+                );
+                None
+            }
+        };
+        match (watcher.as_mut(), &root) {
+            (Some(w), Some((parent, _))) => {
+                if let Err(e) = w.watch(parent, RecursiveMode::NonRecursive) {
+                    log::log(
+                        Level::Error,
+                        &format!(
+                            "cannot watch {} for swaps of RUNTIME_ROOT: {e}",
+                            parent.display()
+                        ),
+                    );
+                }
+            }
+            (Some(_), None) if app.settings.runtime_watch_root => log::log(
+                Level::Warn,
+                &format!(
+                    "cannot watch the directory holding RUNTIME_ROOT {}; only its contents are watched",
+                    app.settings.runtime_root.display()
+                ),
+            ),
+            _ => {}
+        }
+        let mut watched = None;
+        rearm(watcher.as_mut(), &mut watched, &configured);
+        Watch {
+            app,
+            watcher,
+            events,
+            watched,
+            last,
+        }
+    }
+
+    /// Runs the reload loop as a task for as long as the runtime lives.
+    pub fn spawn(self) {
+        tokio::spawn(self.run());
+    }
+
+    async fn run(mut self) {
+        let configured = self.app.settings.config_dir();
+        let poll = self.app.settings.runtime_poll_interval;
+        let mut ticker = tokio::time::interval(if poll.is_zero() {
+            Duration::from_secs(3600)
+        } else {
+            poll
+        });
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+
+        let mut events_open = true;
+        let mut first_event: Option<Instant> = None;
+        let mut last_event = Instant::now();
+        loop {
+            let due = first_event.map(|first| (last_event + QUIET).min(first + MAX_DELAY));
+            tokio::select! {
+                ev = self.events.recv(), if events_open => {
+                    if ev.is_none() {
+                        // No watcher could be made; polling is all there is.
+                        events_open = false;
+                        continue;
+                    }
+                    last_event = Instant::now();
+                    first_event.get_or_insert(last_event);
+                }
+                _ = sleep_until_opt(due) => {
+                    first_event = None;
+                    self.last = reload(&self.app, &configured).await;
+                    rearm(self.watcher.as_mut(), &mut self.watched, &configured);
+                }
+                _ = ticker.tick(), if !poll.is_zero() => {
+                    rearm(self.watcher.as_mut(), &mut self.watched, &configured);
+                    if fingerprint(&configured) != self.last {
+                        log::log(Level::Info, "rule directory changed without a file event; reloading");
+                        self.last = reload(&self.app, &configured).await;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Whether an event can mean the rules changed. Our own reads open files, which inotify
@@ -121,114 +240,15 @@ fn relevant(event: &Event, root: Option<&(PathBuf, std::ffi::OsString)>) -> bool
     true
 }
 
-async fn watch_loop(app: Arc<App>) {
-    let configured = app.settings.config_dir();
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-
-    let root = if app.settings.runtime_watch_root {
-        let r = &app.settings.runtime_root;
-        match (r.parent(), r.file_name()) {
-            (Some(parent), Some(name)) => {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                std::fs::canonicalize(parent)
-                    .ok()
-                    .map(|p| (p, name.to_owned()))
-            }
-            _ => None,
-        }
-    } else {
-        None
+/// The directory holding `RUNTIME_ROOT` (resolved) and the root's name in it.
+fn root_parent(root: &Path) -> Option<(PathBuf, std::ffi::OsString)> {
+    let name = root.file_name()?;
+    let parent = match root.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     };
-    let filter_root = root.clone();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
-        Ok(ev) if !relevant(&ev, filter_root.as_ref()) => {}
-        Ok(_) => {
-            let _ = tx.send(());
-        }
-        Err(e) => {
-            // A lost event (queue overflow) is treated as a change.
-            log::log(Level::Warn, &format!("rule file watcher: {e}"));
-            let _ = tx.send(());
-        }
-    });
-    let mut watcher = match watcher {
-        Ok(w) => Some(w),
-        Err(e) => {
-            log::log(
-                Level::Error,
-                &format!("cannot watch rule files ({e}); changes are picked up by polling only"),
-            );
-            None
-        }
-    };
-    if let (Some(w), Some((parent, _))) = (watcher.as_mut(), &root)
-        && let Err(e) = w.watch(parent, RecursiveMode::NonRecursive)
-    {
-        log::log(
-            Level::Error,
-            &format!(
-                "cannot watch {} for swaps of RUNTIME_ROOT: {e}",
-                parent.display()
-            ),
-        );
-    }
-    if root.is_none() && app.settings.runtime_watch_root {
-        log::log(
-            Level::Warn,
-            &format!(
-                "cannot watch the directory holding RUNTIME_ROOT {}; only its contents are watched",
-                app.settings.runtime_root.display()
-            ),
-        );
-    }
-
-    let mut watched: Option<(PathBuf, u64)> = None;
-    rearm(watcher.as_mut(), &mut watched, &configured);
-    let mut last = fingerprint(&configured);
-
-    let poll = app.settings.runtime_poll_interval;
-    let mut ticker = tokio::time::interval(if poll.is_zero() {
-        Duration::from_secs(3600)
-    } else {
-        poll
-    });
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.tick().await;
-
-    let mut events_open = true;
-    let mut first_event: Option<Instant> = None;
-    let mut last_event = Instant::now();
-    loop {
-        let due = first_event.map(|first| (last_event + QUIET).min(first + MAX_DELAY));
-        tokio::select! {
-            ev = rx.recv(), if events_open => {
-                if ev.is_none() {
-                    // No watcher could be made; polling is all there is.
-                    events_open = false;
-                    continue;
-                }
-                last_event = Instant::now();
-                first_event.get_or_insert(last_event);
-            }
-            _ = sleep_until_opt(due) => {
-                first_event = None;
-                last = reload(&app, &configured).await;
-                rearm(watcher.as_mut(), &mut watched, &configured);
-            }
-            _ = ticker.tick(), if !poll.is_zero() => {
-                rearm(watcher.as_mut(), &mut watched, &configured);
-                let now = fingerprint(&configured);
-                if now != last {
-                    log::log(Level::Info, "rule directory changed without a file event; reloading");
-                    last = reload(&app, &configured).await;
-                }
-            }
-        }
-    }
+    let parent = std::fs::canonicalize(parent).ok()?;
+    Some((parent, name.to_owned()))
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

@@ -65,13 +65,13 @@ pub async fn start(app: Arc<App>) -> Result<(), String> {
     let force = app.settings.force_start_without_initial_config;
     match app.settings.config_type {
         ConfigType::File => {
-            let first = file::load(&app);
-            if let Err(e) = &first
+            let watch = file::Watch::new(app.clone());
+            if let Err(e) = file::load(&app)
                 && !force
             {
                 return Err(format!("error loading rate limit configuration: {e}"));
             }
-            file::spawn_watcher(app);
+            watch.spawn();
             Ok(())
         }
         ConfigType::GrpcXdsSotw => {
