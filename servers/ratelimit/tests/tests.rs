@@ -7,4 +7,5 @@ mod http_face;
 mod lifecycle;
 mod rules_files;
 mod rules_util;
+mod rules_xds;
 mod tls;
