@@ -1,8 +1,10 @@
 //! Black-box tests: the real `ratelimit` binary on loopback ports.
 
+mod check_config;
 mod common;
 mod envoy;
 mod grpc_face;
+mod health_states;
 mod http_face;
 mod lifecycle;
 mod rules_files;
