@@ -116,6 +116,7 @@ async fn run(settings: Settings) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on unix socket {}: {e}", settings.grpc_uds))?;
         (GrpcListener::Unix(l), format!("unix:{}", settings.grpc_uds))
     };
+    let shutdown = shutdown_signal();
     // Tests and operators read the bound addresses from this line (ports may be 0).
     eprintln!(
         "ratelimit: listening http={} debug={} grpc={grpc_addr}",
@@ -129,7 +130,7 @@ async fn run(settings: Settings) -> Result<(), String> {
             debug,
             grpc: Some((grpc, tls)),
         },
-        shutdown_signal(),
+        shutdown,
     )
     .await;
     log::log(Level::Info, "stopped");
@@ -142,18 +143,23 @@ async fn bind(host: &str, port: u16) -> Result<TcpListener, String> {
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))
 }
 
-async fn shutdown_signal() {
+/// Registers the handlers now (not when first polled), so that a signal arriving right
+/// after the listeners are announced still drains instead of killing the process.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the process still stops on SIGTERM's default action.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            // Without signal handlers the process still stops on SIGTERM's default action.
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        log::log(Level::Info, "termination signal received, draining");
     }
-    log::log(Level::Info, "termination signal received, draining");
 }
