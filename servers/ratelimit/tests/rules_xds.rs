@@ -603,3 +603,27 @@ fn bad_xds_settings_stop_the_server_at_start() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn xds_responses_over_the_size_limit_are_refused() {
+    let rt = runtime();
+    let mgmt = Mgmt::new(None);
+    mgmt.publish("big", vec![conf("big", "xd", &"k".repeat(600), 1)]);
+    let server = serve(&rt, &mgmt, 0, None);
+    let mut env = xds_env(server.port);
+    env.push(("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES".into(), "300".into()));
+    env.push(("FORCE_START_WITHOUT_INITIAL_CONFIG".into(), "true".into()));
+    let srv = start_in(temp_dir("xds-size"), &[], &env_refs(&env));
+    let mut log = Vec::new();
+    let refused = within(VISIBLE, || {
+        log.extend(srv.stderr.try_iter());
+        log.iter()
+            .any(|l| l.contains("ended") && l.contains("too large"))
+    });
+    assert!(refused.is_some(), "{log:#?}");
+    assert_eq!(rlconfig(&srv), "");
+    // A response within the limit loads on the next stream.
+    mgmt.publish("small", vec![conf("s", "xd", "k", 1)]);
+    assert!(shows(&srv, &line("xd", "k", 1)), "{}", rlconfig(&srv));
+    server.shut(&rt);
+}
