@@ -98,7 +98,7 @@ fn resolve(configured: &Path) -> Option<(PathBuf, u64)> {
 pub struct Watch {
     app: Arc<App>,
     watcher: Option<RecommendedWatcher>,
-    events: mpsc::UnboundedReceiver<()>,
+    events: mpsc::Receiver<()>,
     watched: Option<(PathBuf, u64)>,
     last: Fingerprint,
 }
@@ -108,7 +108,10 @@ impl Watch {
     pub fn new(app: Arc<App>) -> Watch {
         let configured = app.settings.config_dir();
         let last = fingerprint(&configured);
-        let (tx, events) = mpsc::unbounded_channel::<()>();
+        // One slot: while a notice is waiting, later events need no notice of their own,
+        // since the reload it leads to reads the files after them. Memory stays bounded
+        // whatever the event rate.
+        let (tx, events) = mpsc::channel::<()>(1);
         let root = if app.settings.runtime_watch_root {
             root_parent(&app.settings.runtime_root)
         } else {
@@ -118,12 +121,12 @@ impl Watch {
         let watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
             Ok(ev) if !relevant(&ev, filter_root.as_ref()) => {}
             Ok(_) => {
-                let _ = tx.send(());
+                let _ = tx.try_send(());
             }
             Err(e) => {
                 // A lost event (queue overflow) is treated as a change.
                 log::log(Level::Warn, &format!("rule file watcher: {e}"));
-                let _ = tx.send(());
+                let _ = tx.try_send(());
             }
         });
         let mut watcher = match watcher {

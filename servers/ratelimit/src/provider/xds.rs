@@ -122,10 +122,10 @@ impl Client {
             .map_err(|e| format!("CONFIG_GRPC_XDS_SERVER_URL {:?}: {e}", s.xds_server_url))?
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
-            // Detects a management server that vanished without closing the connection.
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10))
-            .keep_alive_while_idle(true);
+            // Notices a management server that vanished without closing the connection.
+            // TCP keepalive rather than HTTP/2 pings: grpc-go servers (go-control-plane)
+            // answer pings more frequent than every 5 minutes with GOAWAY.
+            .tcp_keepalive(Some(Duration::from_secs(60)));
         if s.xds_use_tls {
             endpoint = endpoint
                 .tls_config(client_tls(&app)?)
