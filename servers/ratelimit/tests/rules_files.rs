@@ -106,6 +106,39 @@ fn swapping_the_root_symlink_reloads() {
     lacks(&srv, "e.b:").unwrap();
 }
 
+/// The rule directory itself is a symlink inside the root, swapped to a new directory.
+fn app_directory_swap(watch_root: &str) {
+    let dir = temp_dir("appswap");
+    std::fs::remove_dir_all(dir.join("config")).unwrap();
+    for (v, n) in [("rules-1", 1), ("rules-2", 2)] {
+        std::fs::create_dir_all(dir.join(v)).unwrap();
+        std::fs::write(dir.join(v).join("a.yaml"), rule("d", "a", n)).unwrap();
+    }
+    std::os::unix::fs::symlink("rules-1", dir.join("config")).unwrap();
+    let srv = start_in(
+        dir.clone(),
+        &[],
+        &[("RUNTIME_WATCH_ROOT", watch_root), NO_POLL],
+    );
+    assert!(rlconfig(&srv).contains(&line("d", "a", 1)));
+    swap_symlink(&dir.join("config"), Path::new("rules-2"));
+    let t = shows(&srv, &line("d", "a", 2)).expect("the swap reloads");
+    eprintln!("config swap ({watch_root}) visible after {t:?}");
+    // The directory watch moved along.
+    std::fs::write(dir.join("rules-2/b.yaml"), rule("e", "b", 3)).unwrap();
+    shows(&srv, &line("e", "b", 3)).expect("edits in the new directory reload");
+}
+
+#[test]
+fn swapping_the_rule_directory_symlink_reloads_in_directory_mode() {
+    app_directory_swap("false");
+}
+
+#[test]
+fn swapping_the_rule_directory_symlink_reloads_in_root_mode() {
+    app_directory_swap("true");
+}
+
 /// A Kubernetes ConfigMap volume: the files are symlinks through `..data`, which is swapped
 /// to a new timestamped directory on every update. Works in both watch modes.
 fn configmap_swap(watch_root: &str) {
@@ -243,15 +276,16 @@ fn merging_domains_across_files_follows_the_setting() {
     }
 }
 
-/// The poll notices a change even without a usable event: here the rule directory does not
-/// exist at start (so nothing can be watched) and appears later.
+/// The poll notices a change no event reports: here nothing on the way to the rule
+/// directory exists at start (so there is nothing to watch) and it all appears later.
 #[test]
-fn the_poll_picks_up_a_directory_created_later() {
+fn the_poll_picks_up_a_root_created_later() {
     let dir = temp_dir("poll");
-    std::fs::remove_dir_all(dir.join("config")).unwrap();
+    let root = dir.join("later");
     let mut p = spawn(
         &dir,
         &[
+            ("RUNTIME_ROOT", root.to_str().unwrap()),
             ("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"),
             ("RUNTIME_WATCH_ROOT", "false"),
             ("RUNTIME_POLL_INTERVAL", "300ms"),
@@ -261,9 +295,18 @@ fn the_poll_picks_up_a_directory_created_later() {
         .wait_listening(Duration::from_secs(20))
         .expect("forced start");
     assert_eq!(rlconfig(&srv), "");
-    std::fs::create_dir_all(dir.join("config")).unwrap();
-    std::fs::write(dir.join("config/a.yaml"), rule("d", "a", 6)).unwrap();
+    std::fs::create_dir_all(root.join("config")).unwrap();
+    std::fs::write(root.join("config/a.yaml"), rule("d", "a", 6)).unwrap();
     shows(&srv, &line("d", "a", 6)).expect("the poll loads the new directory");
+    let log: Vec<String> = srv.stderr.try_iter().collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("rule directory changed without a file event")),
+        "{log:#?}"
+    );
+    // Later edits load too.
+    std::fs::write(root.join("config/a.yaml"), rule("d", "a", 7)).unwrap();
+    shows(&srv, &line("d", "a", 7)).unwrap();
 }
 
 /// Root swaps under continuous load: two files of one domain change together with every

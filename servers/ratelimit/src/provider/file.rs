@@ -5,19 +5,22 @@
 //!   resolved through symlinks: a write, create, chmod, remove or rename of anything in it
 //!   reloads every file. That covers plain edits and Kubernetes ConfigMap updates, which
 //!   swap the `..data` symlink inside the mounted directory;
+//! - each directory on the way from the root to it, for the one entry that leads on, so
+//!   that swapping e.g. a `config` symlink inside the root reloads;
 //! - with `RUNTIME_WATCH_ROOT=true` also the directory holding `RUNTIME_ROOT`, so that
 //!   replacing the root symlink (the runtime layout upstream expects) reloads.
 //!
 //! Events are debounced (a burst of them gives one reload), and after every reload the
-//! rule directory is resolved again: when a swap pointed it elsewhere, the watch moves.
+//! path is resolved again: when a swap pointed it elsewhere, the watches move.
 //! A low-frequency poll (`RUNTIME_POLL_INTERVAL`) compares the directory with what was
 //! last loaded and reloads on a difference, for changes no event reported (a watch that
 //! could not be set up, a directory created after start, network file systems).
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode};
@@ -94,11 +97,18 @@ fn resolve(configured: &Path) -> Option<(PathBuf, u64)> {
     Some((real, ino))
 }
 
+/// A directory on the way to the rule directory, watched for changes of one entry: the
+/// next step of the path (a symlink that may be swapped, a directory that may be replaced).
+type Link = (PathBuf, OsString);
+
 /// The watches, set up before the first load so that no change after it can go unseen.
 pub struct Watch {
     app: Arc<App>,
     watcher: Option<RecommendedWatcher>,
     events: mpsc::Receiver<()>,
+    /// The links in force, shared with the event filter.
+    links: Arc<Mutex<Vec<Link>>>,
+    link_dirs: Vec<PathBuf>,
     watched: Option<(PathBuf, u64)>,
     last: Fingerprint,
 }
@@ -106,22 +116,19 @@ pub struct Watch {
 impl Watch {
     /// Sets up the watches (failures are logged: the poll still works).
     pub fn new(app: Arc<App>) -> Watch {
-        let configured = app.settings.config_dir();
-        let last = fingerprint(&configured);
+        let last = fingerprint(&app.settings.config_dir());
         // One slot: while a notice is waiting, later events need no notice of their own,
         // since the reload it leads to reads the files after them. Memory stays bounded
         // whatever the event rate.
         let (tx, events) = mpsc::channel::<()>(1);
-        let root = if app.settings.runtime_watch_root {
-            root_parent(&app.settings.runtime_root)
-        } else {
-            None
-        };
-        let filter_root = root.clone();
+        let links: Arc<Mutex<Vec<Link>>> = Arc::default();
+        let filter_links = links.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
-            Ok(ev) if !relevant(&ev, filter_root.as_ref()) => {}
-            Ok(_) => {
-                let _ = tx.try_send(());
+            Ok(ev) => {
+                let links = filter_links.lock().unwrap_or_else(|e| e.into_inner());
+                if relevant(&ev, &links) {
+                    let _ = tx.try_send(());
+                }
             }
             Err(e) => {
                 // A lost event (queue overflow) is treated as a change.
@@ -129,7 +136,7 @@ impl Watch {
                 let _ = tx.try_send(());
             }
         });
-        let mut watcher = match watcher {
+        let watcher = match watcher {
             Ok(w) => Some(w),
             Err(e) => {
                 log::log(
@@ -141,35 +148,65 @@ impl Watch {
                 None
             }
         };
-        match (watcher.as_mut(), &root) {
-            (Some(w), Some((parent, _))) => {
-                if let Err(e) = w.watch(parent, RecursiveMode::NonRecursive) {
+        let mut w = Watch {
+            app,
+            watcher,
+            events,
+            links,
+            link_dirs: Vec::new(),
+            watched: None,
+            last,
+        };
+        w.rearm();
+        w
+    }
+
+    /// Points the watches at wherever the path to the rule directory resolves to now.
+    fn rearm(&mut self) {
+        let Some(w) = self.watcher.as_mut() else {
+            return;
+        };
+        let links = link_chain(&self.app.settings);
+        let mut dirs: Vec<PathBuf> = links.iter().map(|(d, _)| d.clone()).collect();
+        dirs.dedup();
+        if dirs != self.link_dirs {
+            for old in &self.link_dirs {
+                if !dirs.contains(old) {
+                    let _ = w.unwatch(old);
+                }
+            }
+            for new in &dirs {
+                if !self.link_dirs.contains(new)
+                    && let Err(e) = w.watch(new, RecursiveMode::NonRecursive)
+                {
                     log::log(
-                        Level::Error,
+                        Level::Warn,
                         &format!(
-                            "cannot watch {} for swaps of RUNTIME_ROOT: {e}",
-                            parent.display()
+                            "cannot watch {} (on the way to the rule directory): {e}",
+                            new.display()
                         ),
                     );
                 }
             }
-            (Some(_), None) if app.settings.runtime_watch_root => log::log(
-                Level::Warn,
-                &format!(
-                    "cannot watch the directory holding RUNTIME_ROOT {}; only its contents are watched",
-                    app.settings.runtime_root.display()
-                ),
-            ),
-            _ => {}
+            self.link_dirs = dirs;
         }
-        let mut watched = None;
-        rearm(watcher.as_mut(), &mut watched, &configured);
-        Watch {
-            app,
-            watcher,
-            events,
-            watched,
-            last,
+        *self.links.lock().unwrap_or_else(|e| e.into_inner()) = links;
+
+        let now = resolve(&self.app.settings.config_dir());
+        if now == self.watched {
+            return;
+        }
+        if let Some((old, _)) = self.watched.take() {
+            let _ = w.unwatch(&old);
+        }
+        if let Some((path, ino)) = now {
+            match w.watch(&path, RecursiveMode::NonRecursive) {
+                Ok(()) => self.watched = Some((path, ino)),
+                Err(e) => log::log(
+                    Level::Warn,
+                    &format!("cannot watch rule directory {}: {e}", path.display()),
+                ),
+            }
         }
     }
 
@@ -207,10 +244,10 @@ impl Watch {
                 _ = sleep_until_opt(due) => {
                     first_event = None;
                     self.last = reload(&self.app, &configured).await;
-                    rearm(self.watcher.as_mut(), &mut self.watched, &configured);
+                    self.rearm();
                 }
                 _ = ticker.tick(), if !poll.is_zero() => {
-                    rearm(self.watcher.as_mut(), &mut self.watched, &configured);
+                    self.rearm();
                     if fingerprint(&configured) != self.last {
                         log::log(Level::Info, "rule directory changed without a file event; reloading");
                         self.last = reload(&self.app, &configured).await;
@@ -222,36 +259,60 @@ impl Watch {
 }
 
 /// Whether an event can mean the rules changed. Our own reads open files, which inotify
-/// reports too; those must not cause a reload, or every reload would cause the next.
-fn relevant(event: &Event, root: Option<&(PathBuf, std::ffi::OsString)>) -> bool {
+/// reports too; those must not cause a reload, or every reload would cause the next. In a
+/// directory watched as a link only that one entry matters, not its siblings (e.g. the
+/// directory a new root symlink will point to, being filled).
+fn relevant(event: &Event, links: &[Link]) -> bool {
     match event.kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
         EventKind::Access(_) => return false,
         _ => {}
     }
-    // In the root's parent only the root itself matters, not its siblings (e.g. the
-    // directory a new root symlink will point to, being filled).
-    if let Some((parent, name)) = root
-        && !event.paths.is_empty()
-        && event
-            .paths
-            .iter()
-            .all(|p| p.parent() == Some(parent.as_path()) && p.file_name() != Some(name))
-    {
-        return false;
+    if event.paths.is_empty() {
+        return true;
     }
-    true
+    event.paths.iter().any(|p| {
+        let mut in_link_dir = links
+            .iter()
+            .filter(|(dir, _)| p.parent() == Some(dir.as_path()))
+            .peekable();
+        in_link_dir.peek().is_none() || in_link_dir.any(|(_, name)| p.file_name() == Some(name))
+    })
 }
 
-/// The directory holding `RUNTIME_ROOT` (resolved) and the root's name in it.
-fn root_parent(root: &Path) -> Option<(PathBuf, std::ffi::OsString)> {
-    let name = root.file_name()?;
-    let parent = match root.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let parent = std::fs::canonicalize(parent).ok()?;
-    Some((parent, name.to_owned()))
+/// The links from the top of what is watched to the rule directory: with
+/// `RUNTIME_WATCH_ROOT` the directory holding `RUNTIME_ROOT` (for swaps of the root), then
+/// every directory from the root down to the rule directory's parent.
+fn link_chain(settings: &crate::Settings) -> Vec<Link> {
+    let root = &settings.runtime_root;
+    let mut out = Vec::new();
+    if settings.runtime_watch_root
+        && let Some(name) = root.file_name()
+    {
+        let parent = match root.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if let Ok(real) = std::fs::canonicalize(parent) {
+            out.push((real, name.to_owned()));
+        }
+    }
+    let mut dir = root.clone();
+    let steps = [
+        &settings.runtime_subdirectory,
+        &settings.runtime_appdirectory,
+    ];
+    for step in steps
+        .iter()
+        .flat_map(|s| s.split('/'))
+        .filter(|s| !s.is_empty() && *s != ".")
+    {
+        if let Ok(real) = std::fs::canonicalize(&dir) {
+            out.push((real, OsString::from(step)));
+        }
+        dir.push(step);
+    }
+    out
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
@@ -274,29 +335,4 @@ async fn reload(app: &Arc<App>, configured: &Path) -> Fingerprint {
     })
     .await
     .unwrap_or_default()
-}
-
-/// Points the directory watch at wherever the rule directory resolves to now.
-fn rearm(
-    watcher: Option<&mut RecommendedWatcher>,
-    watched: &mut Option<(PathBuf, u64)>,
-    configured: &Path,
-) {
-    let Some(w) = watcher else { return };
-    let now = resolve(configured);
-    if now == *watched {
-        return;
-    }
-    if let Some((old, _)) = watched.take() {
-        let _ = w.unwatch(&old);
-    }
-    if let Some((path, ino)) = now {
-        match w.watch(&path, RecursiveMode::NonRecursive) {
-            Ok(()) => *watched = Some((path, ino)),
-            Err(e) => log::log(
-                Level::Warn,
-                &format!("cannot watch rule directory {}: {e}", path.display()),
-            ),
-        }
-    }
 }
