@@ -243,8 +243,10 @@ impl Watch {
                 }
                 _ = sleep_until_opt(due) => {
                     first_event = None;
-                    self.last = reload(&self.app, &configured).await;
+                    // Watches first: a change after this is seen by them, one before it
+                    // is read by this reload.
                     self.rearm();
+                    self.last = reload(&self.app, &configured).await;
                 }
                 _ = ticker.tick(), if !poll.is_zero() => {
                     self.rearm();
