@@ -122,7 +122,7 @@ pub struct Settings {
     pub stats_dynamic_cap: u64,
     /// The limiter's switches (`CACHE_KEY_PREFIX`, `NEAR_LIMIT_RATIO`, ...).
     pub limiter: LimiterSettings,
-    // Rule delivery (issue 5): the file watcher's fallback and the xDS client.
+    // Rule delivery: the file watcher's fallback and the xDS client.
     /// `RUNTIME_POLL_INTERVAL` (10s, our addition): how often the rule directory is also
     /// compared against its last loaded state, in case a change event was missed; 0 = never.
     pub runtime_poll_interval: Duration,
@@ -384,7 +384,7 @@ impl Settings {
             http_read_timeout: env.duration("HTTP_READ_TIMEOUT", Duration::from_secs(30))?,
             stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
             limiter,
-            // Rule delivery (issue 5).
+            // Rule delivery.
             runtime_poll_interval: env
                 .duration("RUNTIME_POLL_INTERVAL", Duration::from_secs(10))?,
             xds_node_id: env.string("CONFIG_GRPC_XDS_NODE_ID", "default"),
