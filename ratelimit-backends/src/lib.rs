@@ -16,6 +16,18 @@ mod memory;
 #[cfg(feature = "memory")]
 pub use memory::MemoryStore;
 
+#[cfg(feature = "redis")]
+pub mod redis;
+
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
+
+#[cfg(feature = "memcached")]
+pub mod memcached;
+
+#[cfg(feature = "memcached")]
+pub use memcached::MemcachedStore;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The system's wall clock, in whole Unix seconds (upstream's resolution).

@@ -114,7 +114,7 @@ impl MemoryStore {
     }
 
     /// Reads a key's live value without changing it.
-    pub fn get(&self, now: u64, key: &str) -> Option<u64> {
+    pub fn value(&self, now: u64, key: &str) -> Option<u64> {
         let shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
         shard
             .map
@@ -134,6 +134,28 @@ impl CounterStore for MemoryStore {
     ) -> Result<(), StoreError> {
         for (inc, out) in batch.iter().zip(counts.iter_mut()) {
             *out = self.increment_one(now, inc);
+        }
+        Ok(())
+    }
+
+    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.value(now, k).unwrap_or(0);
+        }
+        Ok(())
+    }
+
+    async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
+        for inc in batch {
+            let mut shard = self
+                .shard(&inc.key)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = shard.map.get_mut(inc.key.as_str())
+                && c.expires_at > now
+            {
+                c.value = c.value.saturating_sub(inc.hits);
+            }
         }
         Ok(())
     }
@@ -161,8 +183,8 @@ mod tests {
         assert_eq!(s.increment_one(119, &inc("k", 2, Unit::Minute)), 3);
         // Same key after its window ended starts over (keys normally change with the window).
         assert_eq!(s.increment_one(120, &inc("k", 1, Unit::Minute)), 1);
-        assert_eq!(s.get(120, "k"), Some(1));
-        assert_eq!(s.get(180, "k"), None);
+        assert_eq!(s.value(120, "k"), Some(1));
+        assert_eq!(s.value(180, "k"), None);
     }
 
     #[test]
@@ -195,7 +217,9 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        let total: u64 = (0..7).map(|k| s.get(100, &format!("k{k}")).unwrap()).sum();
+        let total: u64 = (0..7)
+            .map(|k| s.value(100, &format!("k{k}")).unwrap())
+            .sum();
         // Four threads add 1, four add 2, 5000 times each.
         assert_eq!(total, 4 * 5_000 + 4 * 2 * 5_000);
     }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod decide;
 pub mod json;
 pub mod limiter;
+pub mod local_cache;
 pub mod rules;
 pub mod stats;
 pub mod store;

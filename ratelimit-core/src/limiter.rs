@@ -9,6 +9,7 @@ use arc_swap::ArcSwapOption;
 use crate::clock::Clock;
 use crate::config::ConfigError;
 use crate::decide::{LimitSpec, decide};
+use crate::local_cache::LocalCache;
 use crate::rules::{Match, Rule, RuleSet, cache_key_into};
 use crate::stats::{RULE_PREFIX, RuleStats, StatDelta, Stats, sanitize_stat_name};
 use crate::store::{CounterStore, Increment, StoreError};
@@ -52,6 +53,15 @@ pub struct LimiterSettings {
     pub response_headers: Option<HeaderNames>,
     /// `RESPONSE_DYNAMIC_METADATA`.
     pub dynamic_metadata: bool,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: remember over-limit keys locally (0 = off).
+    pub local_cache_bytes: usize,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: upstream's mode that reads all counters
+    /// first and, when one would go over, increments only the ones that would.
+    pub stop_increment_when_over_limit: bool,
+    /// `REFUND_HITS_WHEN_OVERLIMIT` (ours): a request answered OVER_LIMIT gives back the
+    /// hits it added, so denied traffic does not consume any descriptor's quota. Costs a
+    /// second store round trip only for denied requests.
+    pub refund_hits_when_over_limit: bool,
 }
 
 impl Default for LimiterSettings {
@@ -64,6 +74,9 @@ impl Default for LimiterSettings {
             quota_mode: false,
             response_headers: None,
             dynamic_metadata: false,
+            local_cache_bytes: 0,
+            stop_increment_when_over_limit: false,
+            refund_hits_when_over_limit: false,
         }
     }
 }
@@ -115,6 +128,7 @@ impl Error {
 /// ```
 pub struct Limiter<S, C> {
     rules: ArcSwapOption<RuleSet>,
+    local_cache: Option<LocalCache>,
     store: S,
     clock: C,
     settings: LimiterSettings,
@@ -163,6 +177,8 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
         let stats = self.stats.unwrap_or_default();
         let limiter = Limiter {
             rules: ArcSwapOption::empty(),
+            local_cache: (self.settings.local_cache_bytes > 0)
+                .then(|| LocalCache::new(self.settings.local_cache_bytes)),
             store: self.store,
             clock: self.clock,
             settings: self.settings,
@@ -255,6 +271,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// The counter store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The local over-limit cache, when enabled.
+    pub fn local_cache(&self) -> Option<&LocalCache> {
+        self.local_cache.as_ref()
     }
 
     /// Decides a request: one status per descriptor and the overall code.
@@ -402,8 +423,36 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             targets.push(target);
         }
 
-        let mut counts = vec![0u64; batch.len()];
-        if !batch.is_empty() {
+        let n = batch.len();
+        // Keys known to be over their limit this window are answered locally.
+        let cached: Vec<bool> = match &self.local_cache {
+            Some(lc) => batch.iter().map(|b| lc.contains(&b.key, now)).collect(),
+            None => vec![false; n],
+        };
+        let any_cached = cached.iter().any(|c| *c);
+        if self.settings.stop_increment_when_over_limit && n > 0 {
+            self.stop_increments(now, &targets, &mut batch, &cached, any_cached)
+                .await?;
+        }
+        let mut counts = vec![0u64; n];
+        if any_cached {
+            let live: Vec<Increment> = batch
+                .iter()
+                .zip(&cached)
+                .filter(|(_, c)| !**c)
+                .map(|(b, _)| b.clone())
+                .collect();
+            if !live.is_empty() {
+                let mut live_counts = vec![0u64; live.len()];
+                self.store.increment(now, &live, &mut live_counts).await?;
+                let mut it = live_counts.into_iter();
+                for (c, is_cached) in counts.iter_mut().zip(&cached) {
+                    if !is_cached {
+                        *c = it.next().unwrap_or(0);
+                    }
+                }
+            }
+        } else if n > 0 {
             self.store.increment(now, &batch, &mut counts).await?;
         }
 
@@ -433,16 +482,25 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     stats,
                     slot,
                 } => {
+                    let from_cache = cached[*slot];
                     let (status, delta): (DescriptorStatus, StatDelta) = decide(
                         spec,
                         counts[*slot],
                         *hits,
                         self.settings.near_limit_ratio,
                         now,
-                        false,
+                        from_cache,
                     );
                     if let Some(s) = stats {
                         s.add(&delta);
+                    }
+                    if let Some(lc) = &self.local_cache
+                        && !from_cache
+                        && counts[*slot] > u64::from(spec.requests_per_unit)
+                    {
+                        // Upstream keeps the key for a unit from now; the window start in
+                        // the key stops it matching in the next window anyway.
+                        lc.insert(&batch[*slot].key, now + spec.unit.seconds(), now);
                     }
                     let quota = self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode);
                     let over = status.code == Code::OverLimit;
@@ -464,6 +522,20 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             resp.overall_code = Code::Ok;
             self.stats.global_shadow_mode.fetch_add(1, Relaxed);
         }
+        if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
+            let added: Vec<Increment> = batch
+                .iter()
+                .zip(&cached)
+                .filter(|(b, c)| !**c && b.hits > 0)
+                .map(|(b, _)| b.clone())
+                .collect();
+            if !added.is_empty() {
+                // The decision stands even if the refund fails: it only affects later
+                // requests, and the counters expire with their window.
+                let _ = self.store.refund(now, &added).await;
+            }
+        }
+
         if let Some(names) = &self.settings.response_headers {
             add_headers(&mut resp, &targets, names, self.settings.quota_mode, now);
         }
@@ -471,6 +543,50 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             resp.dynamic_metadata = Some(dynamic_metadata(req, &targets, &resp.statuses));
         }
         Ok(resp)
+    }
+
+    /// Upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when a key is already known to
+    /// be over, nothing else is counted; otherwise the counters are read first and, if any
+    /// would go over, only those are incremented.
+    async fn stop_increments(
+        &self,
+        now: u64,
+        targets: &[Target<'_>],
+        batch: &mut [Increment],
+        cached: &[bool],
+        any_cached: bool,
+    ) -> Result<(), Error> {
+        if any_cached {
+            for (b, c) in batch.iter_mut().zip(cached) {
+                if !c {
+                    b.hits = 0;
+                }
+            }
+            return Ok(());
+        }
+        let keys: Vec<&str> = batch.iter().map(|b| b.key.as_str()).collect();
+        let mut current = vec![0u64; batch.len()];
+        self.store.get(now, &keys, &mut current).await?;
+        let mut limits = vec![0u64; batch.len()];
+        for t in targets {
+            if let Target::Counted { spec, slot, .. } = t {
+                limits[*slot] = u64::from(spec.requests_per_unit);
+            }
+        }
+        let near: Vec<bool> = batch
+            .iter()
+            .zip(&current)
+            .zip(&limits)
+            .map(|((b, cur), lim)| cur.saturating_add(b.hits) > *lim)
+            .collect();
+        if near.iter().any(|x| *x) {
+            for (b, is_near) in batch.iter_mut().zip(&near) {
+                if !is_near {
+                    b.hits = 0;
+                }
+            }
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

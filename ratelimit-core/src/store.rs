@@ -52,6 +52,14 @@ pub trait CounterStore: Send + Sync {
         counts: &mut [u64],
     ) -> Result<(), StoreError>;
 
+    /// Reads the current values of `keys` without changing them (0 for absent keys). Used
+    /// by upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` mode.
+    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError>;
+
+    /// Takes back hits added by [`CounterStore::increment`] (never below zero), for the
+    /// opt-in mode where denied requests do not consume quota.
+    async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError>;
+
     /// Whether the store is currently usable (for health checks).
     fn healthy(&self) -> bool {
         true
@@ -67,6 +75,14 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
         (**self).increment(now, batch, counts).await
+    }
+
+    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+        (**self).get(now, keys, out).await
+    }
+
+    async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
+        (**self).refund(now, batch).await
     }
 
     fn healthy(&self) -> bool {

@@ -38,6 +38,24 @@ impl CounterStore for Recording {
         }
         self.inner.increment(now, batch, counts).await
     }
+
+    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(format!("GET {}", keys.join(" ")));
+        self.inner.get(now, keys, out).await
+    }
+
+    async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
+        {
+            let mut seen = self.seen.lock().unwrap();
+            for i in batch {
+                seen.push(format!("{}-{}", i.key, i.hits));
+            }
+        }
+        self.inner.refund(now, batch).await
+    }
 }
 
 fn load(name: &str) -> Vec<Value> {
@@ -80,6 +98,9 @@ fn settings(case: &Value) -> LimiterSettings {
     out.shadow_mode = s["shadow_mode"].as_bool().unwrap_or(false);
     out.quota_mode = s["quota_mode"].as_bool().unwrap_or(false);
     out.dynamic_metadata = s["dynamic_metadata"].as_bool().unwrap_or(false);
+    out.stop_increment_when_over_limit = s["stop_increment"].as_bool().unwrap_or(false);
+    out.refund_hits_when_over_limit = s["refund"].as_bool().unwrap_or(false);
+    out.local_cache_bytes = s["local_cache_bytes"].as_u64().unwrap_or(0) as usize;
     if s["headers"].as_bool().unwrap_or(false) {
         out.response_headers = Some(HeaderNames::default());
     }

@@ -50,6 +50,18 @@ impl rls::rate_limit_service_server::RateLimitService for RlsService {
         request: Request<rls::RateLimitRequest>,
     ) -> Result<Response<rls::RateLimitResponse>, Status> {
         self.total_requests.fetch_add(1, Relaxed);
+        let started = std::time::Instant::now();
+        let r = self.decide(request).await;
+        self.app.metrics.response_time.observe(started.elapsed());
+        r
+    }
+}
+
+impl RlsService {
+    async fn decide(
+        &self,
+        request: Request<rls::RateLimitRequest>,
+    ) -> Result<Response<rls::RateLimitResponse>, Status> {
         let req = convert::request_from_pb(request.into_inner()).map_err(|e| {
             self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
             Status::invalid_argument(e.0)

@@ -134,13 +134,20 @@ pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
             .map(|(p, h)| format!("{p}: {h}\n"))
             .collect::<String>(),
         "/rlconfig" => app.limiter.rules().map(|r| r.dump()).unwrap_or_default(),
-        "/stats" => app
-            .limiter
-            .stats()
-            .snapshot()
-            .into_iter()
-            .map(|(k, v)| format!("{k}: {v}\n"))
-            .collect(),
+        "/stats" => {
+            use crate::metrics::Value;
+            let mut out = String::new();
+            for (k, v) in app.metrics.collect() {
+                match v {
+                    Value::Counter(n) | Value::Gauge(n) => out.push_str(&format!("{k}: {n}\n")),
+                    Value::Timer(h) => out.push_str(&format!(
+                        "{k}: count={} sum_seconds={:.6}\n",
+                        h.count, h.sum
+                    )),
+                }
+            }
+            out
+        }
         _ => return text(StatusCode::NOT_FOUND, "404 page not found\n"),
     };
     let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -199,4 +206,24 @@ pub async fn serve_http<H, Fut>(
     }
     drop(listener);
     let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+}
+
+/// The Prometheus scrape endpoint: the text exposition of every statistic at `path`.
+pub fn prometheus_response(
+    req: &Request<Incoming>,
+    path: &str,
+    metrics: &crate::metrics::Metrics,
+    mappings: &[crate::metrics::prometheus::Mapping],
+    millis: bool,
+) -> Resp {
+    if req.uri().path() != path {
+        return text(StatusCode::NOT_FOUND, "404 page not found\n");
+    }
+    let body = crate::metrics::prometheus::render(&metrics.collect(), mappings, millis);
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
 }

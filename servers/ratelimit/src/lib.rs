@@ -16,6 +16,7 @@ pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod pb;
 pub mod provider;
 pub mod settings;
@@ -42,6 +43,8 @@ pub struct App {
     pub health: Health,
     /// The settings the server started with.
     pub settings: Settings,
+    /// Statistics for the sinks and the debug port.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// The sockets the server answers on.

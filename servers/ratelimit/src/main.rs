@@ -4,11 +4,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratelimit_backends::{MemoryStore, SystemClock};
+use ratelimit_backends::{MemcachedStore, MemoryStore, RedisStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
 use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
-use ratelimit_server::settings::BackendType;
+use ratelimit_server::metrics::Metrics;
+use ratelimit_server::settings::{BackendType, StatsSink};
 use ratelimit_server::tls::{self, TlsFiles};
 use ratelimit_server::{App, Health, Listeners, Settings, provider, serve};
 use tokio::net::TcpListener;
@@ -47,23 +48,34 @@ fn main() -> ExitCode {
 }
 
 async fn run(settings: Settings) -> Result<(), String> {
+    for w in &settings.warnings {
+        log::log(Level::Warn, w);
+    }
+    let mut redis_handle: Option<Arc<RedisStore>> = None;
     let store: Arc<dyn CounterStore> = match settings.backend_type {
         BackendType::Memory => Arc::new(MemoryStore::new()),
         BackendType::Redis => {
-            return Err(
-                "BACKEND_TYPE=redis is not built yet in this version; set BACKEND_TYPE=memory"
-                    .into(),
+            let retry = |m: &str| log::log(Level::Warn, m);
+            let r = Arc::new(
+                RedisStore::connect(
+                    settings.redis.clone(),
+                    settings.redis_per_second.clone(),
+                    settings.redis_startup,
+                    &retry,
+                )
+                .await
+                .map_err(|e| format!("cannot connect to redis: {e}"))?,
             );
+            redis_handle = Some(r.clone());
+            r
         }
         BackendType::Memcache => {
-            return Err(
-                "BACKEND_TYPE=memcache is not built yet in this version; set BACKEND_TYPE=memory"
-                    .into(),
-            );
+            Arc::new(MemcachedStore::new(settings.memcache.clone()).map_err(|e| e.to_string())?)
         }
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let stats = Arc::new(Stats::with_dynamic_cap(settings.stats_dynamic_cap));
+    let metrics = Arc::new(Metrics::new(stats.clone()));
     let limiter = Limiter::builder(store, clock)
         .settings(settings.limiter.clone())
         .stats(stats)
@@ -100,6 +112,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         limiter,
         health,
         settings: settings.clone(),
+        metrics: metrics.clone(),
     });
     provider::start(app.clone()).await?;
 
@@ -123,6 +136,58 @@ async fn run(settings: Settings) -> Result<(), String> {
         http.local_addr().map_err(|e| e.to_string())?,
         debug.local_addr().map_err(|e| e.to_string())?
     );
+    if let Some(r) = redis_handle {
+        metrics.add_gauges(move |out| {
+            let (main, per_second) = r.active_connections();
+            out.push(("ratelimit.redis_pool.cx_active".into(), main as u64));
+            if per_second > 0 {
+                out.push((
+                    "ratelimit.redis_per_second_pool.cx_active".into(),
+                    per_second as u64,
+                ));
+            }
+        });
+    }
+    let prometheus = match &settings.stats_sink {
+        StatsSink::Prometheus { addr, .. } => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on PROMETHEUS_ADDR {addr}: {e}"))?,
+        ),
+        _ => None,
+    };
+    if let Some(lc_app) = app.limiter.local_cache().map(|_| app.clone()) {
+        metrics.add_gauges(move |out| {
+            use std::sync::atomic::Ordering::Relaxed;
+            let Some(lc) = lc_app.limiter.local_cache() else {
+                return;
+            };
+            let s = &lc.stats;
+            for (name, v) in [
+                ("hitCount", s.hit_count.load(Relaxed)),
+                ("missCount", s.miss_count.load(Relaxed)),
+                ("lookupCount", s.lookup_count.load(Relaxed)),
+                ("entryCount", lc.entry_count() as u64),
+                ("expiredCount", s.expired_count.load(Relaxed)),
+                ("evacuateCount", s.evacuate_count.load(Relaxed)),
+                ("overwriteCount", s.overwrite_count.load(Relaxed)),
+            ] {
+                out.push((format!("ratelimit.localcache.{name}"), v));
+            }
+        });
+    }
+    let (stats_stop, stats_stopped) = tokio::sync::watch::channel(false);
+    let sink_task = start_sink(&app, prometheus, stats_stopped).await?;
+    // The store's health (e.g. REDIS_HEALTH_CHECK_ACTIVE_CONNECTION) feeds the health faces.
+    let watched = app.clone();
+    tokio::spawn(async move {
+        loop {
+            watched
+                .health
+                .set_backend(watched.limiter.store().healthy());
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
     serve(
         app,
         Listeners {
@@ -133,8 +198,81 @@ async fn run(settings: Settings) -> Result<(), String> {
         shutdown,
     )
     .await;
+    let _ = stats_stop.send(true);
+    if let Some(t) = sink_task {
+        // A last flush so that the final counts are not lost.
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
     log::log(Level::Info, "stopped");
     Ok(())
+}
+
+/// Starts the statistics sink chosen by the settings.
+async fn start_sink(
+    app: &Arc<App>,
+    prometheus: Option<TcpListener>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+    use ratelimit_server::metrics::statsd::{self, Flavor};
+    let s = &app.settings;
+    let push = |flavor: Flavor, target: Option<std::net::SocketAddr>| {
+        tokio::spawn(statsd::run(
+            app.metrics.clone(),
+            flavor,
+            target,
+            s.stats_flush_interval,
+            s.extra_tags.clone(),
+            stop.clone(),
+        ))
+    };
+    let resolve = |t: &str| {
+        use std::net::ToSocketAddrs;
+        t.to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("cannot resolve STATSD_HOST:STATSD_PORT {t}"))
+    };
+    Ok(match &s.stats_sink {
+        StatsSink::Null => None,
+        StatsSink::Log => Some(push(Flavor::Log, None)),
+        StatsSink::Statsd(t) => Some(push(Flavor::Statsd, Some(resolve(t)?))),
+        StatsSink::DogStatsd(t, m) => Some(push(Flavor::Dog(m.clone()), Some(resolve(t)?))),
+        StatsSink::Prometheus {
+            path,
+            mappings,
+            millis,
+            ..
+        } => {
+            let Some(listener) = prometheus else {
+                return Ok(None);
+            };
+            eprintln!(
+                "ratelimit: listening prometheus={}",
+                listener.local_addr().map_err(|e| e.to_string())?
+            );
+            let (path, mappings, millis, metrics) = (
+                path.clone(),
+                Arc::new(mappings.clone()),
+                *millis,
+                app.metrics.clone(),
+            );
+            let handler = move |req: http::Request<hyper::body::Incoming>| {
+                let (path, mappings, metrics) = (path.clone(), mappings.clone(), metrics.clone());
+                async move {
+                    ratelimit_server::http::prometheus_response(
+                        &req, &path, &metrics, &mappings, millis,
+                    )
+                }
+            };
+            Some(tokio::spawn(ratelimit_server::http::serve_http(
+                listener,
+                handler,
+                stop,
+                Duration::from_secs(30),
+                Duration::from_secs(2),
+            )))
+        }
+    })
 }
 
 async fn bind(host: &str, port: u16) -> Result<TcpListener, String> {

@@ -5,6 +5,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ratelimit_backends::memcached::MemcachedSettings;
+use ratelimit_backends::redis::{
+    OnEmpty, RedisKind, RedisSettings, RedisTls, SocketType, StartupBackoff,
+};
 use ratelimit_core::{HeaderNames, LimiterSettings};
 
 /// A setting that could not be parsed.
@@ -122,6 +126,22 @@ pub struct Settings {
     pub stats_dynamic_cap: u64,
     /// The limiter's switches (`CACHE_KEY_PREFIX`, `NEAR_LIMIT_RATIO`, ...).
     pub limiter: LimiterSettings,
+    /// `REDIS_*`: the main Redis instance.
+    pub redis: RedisSettings,
+    /// `REDIS_PERSECOND_*`, when `REDIS_PERSECOND=true`.
+    pub redis_per_second: Option<RedisSettings>,
+    /// `REDIS_STARTUP_*`
+    pub redis_startup: StartupBackoff,
+    /// `MEMCACHE_*`
+    pub memcache: MemcachedSettings,
+    /// Problems worth a warning at startup (deprecated settings and the like).
+    pub warnings: Vec<String>,
+    /// Where statistics go (`USE_STATSD`, `USE_DOG_STATSD`, `USE_PROMETHEUS`, ...).
+    pub stats_sink: StatsSink,
+    /// `STATS_FLUSH_INTERVAL`
+    pub stats_flush_interval: Duration,
+    /// `EXTRA_TAGS`
+    pub extra_tags: Vec<(String, String)>,
     // Rule delivery: the file watcher's fallback and the xDS client.
     /// `RUNTIME_POLL_INTERVAL` (10s, our addition): how often the rule directory is also
     /// compared against its last loaded state, in case a change event was missed; 0 = never.
@@ -156,6 +176,30 @@ pub struct Settings {
     pub xds_backoff_jitter: bool,
     /// `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES` (0 = gRPC's 4 MiB).
     pub xds_max_msg_size: usize,
+}
+
+/// The one statistics sink in use.
+#[derive(Debug, Clone)]
+pub enum StatsSink {
+    /// `DISABLE_STATS=true`.
+    Null,
+    /// `USE_STATSD=false` and no other sink: statistics go to the log.
+    Log,
+    /// statsd over TCP at `STATSD_HOST:STATSD_PORT`.
+    Statsd(String),
+    /// DogStatsD over UDP at `STATSD_HOST:STATSD_PORT`, with mogrifiers.
+    DogStatsd(String, Vec<crate::metrics::statsd::Mogrifier>),
+    /// A Prometheus endpoint.
+    Prometheus {
+        /// `PROMETHEUS_ADDR` (Go's `:9090` form accepted).
+        addr: String,
+        /// `PROMETHEUS_PATH`
+        path: String,
+        /// `PROMETHEUS_MAPPER_YAML` (read and checked at start).
+        mappings: Vec<crate::metrics::prometheus::Mapping>,
+        /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`
+        millis: bool,
+    },
 }
 
 /// Reads variables through `lookup` so that tests need not touch the process environment.
@@ -236,6 +280,233 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
                 .ok_or_else(|| self.err(name, &v, "a duration such as 10s, 150us or 1h30m")),
         }
     }
+}
+
+fn redis_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    prefix: &str,
+    warnings: &mut Vec<String>,
+) -> Result<RedisSettings, SettingsError> {
+    let name = |n: &str| format!("{prefix}{n}");
+    let per_second = prefix == "REDIS_PERSECOND_";
+    let socket_raw = env.string(&name("SOCKET_TYPE"), "unix");
+    let socket_type = match socket_raw.to_ascii_lowercase().as_str() {
+        "unix" => SocketType::Unix,
+        "tcp" => SocketType::Tcp,
+        _ => return Err(env.err(&name("SOCKET_TYPE"), &socket_raw, "tcp or unix")),
+    };
+    let kind_raw = env.string(&name("TYPE"), "SINGLE");
+    let kind = match kind_raw.to_ascii_lowercase().as_str() {
+        "single" => RedisKind::Single,
+        "sentinel" => RedisKind::Sentinel,
+        "cluster" => RedisKind::Cluster,
+        _ => {
+            return Err(env.err(
+                &name("TYPE"),
+                &kind_raw,
+                "single, sentinel or cluster (Unrecognized redis type)",
+            ));
+        }
+    };
+    let on_empty_raw = env.string(&name("POOL_ON_EMPTY_BEHAVIOR"), "WAIT");
+    let on_empty = match on_empty_raw.to_ascii_uppercase().as_str() {
+        "CREATE" => OnEmpty::Create,
+        "ERROR" => OnEmpty::Error,
+        "WAIT" => OnEmpty::Wait,
+        _ => {
+            return Err(env.err(
+                &name("POOL_ON_EMPTY_BEHAVIOR"),
+                &on_empty_raw,
+                "CREATE, ERROR or WAIT",
+            ));
+        }
+    };
+    // Upstream shares these two between both instances.
+    let tls_files = |n: &str| {
+        let v = env.string(n, "");
+        (!v.is_empty()).then(|| PathBuf::from(v))
+    };
+    let tls = if env.boolean(&name("TLS"), false)? {
+        let cert = tls_files("REDIS_TLS_CLIENT_CERT");
+        let key = tls_files("REDIS_TLS_CLIENT_KEY");
+        Some(RedisTls {
+            ca: tls_files("REDIS_TLS_CACERT"),
+            client_cert: cert.zip(key),
+            skip_hostname_verification: env
+                .boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false)?,
+        })
+    } else {
+        None
+    };
+    let default_url = if per_second {
+        "/var/run/nutcracker/ratelimitpersecond.sock"
+    } else {
+        "/var/run/nutcracker/ratelimit.sock"
+    };
+    if env
+        .raw(&name("PIPELINE_LIMIT"))
+        .is_some_and(|v| !v.is_empty() && v != "0")
+    {
+        warnings.push(format!(
+            "{} is deprecated and has no effect",
+            name("PIPELINE_LIMIT")
+        ));
+    }
+    // Accepted for compatibility; see docs/ratelimit-server.md for how batching works here.
+    env.duration(&name("PIPELINE_WINDOW"), Duration::ZERO)?;
+    env.number::<u32>(&name("CLUSTER_PIPELINE_PARALLELISM"), 1, "a whole number")?;
+    Ok(RedisSettings {
+        socket_type,
+        url: env.string(&name("URL"), default_url),
+        kind,
+        auth: env.string(&name("AUTH"), ""),
+        sentinel_auth: env.string(&name("SENTINEL_AUTH"), ""),
+        tls,
+        pool_size: env.number(&name("POOL_SIZE"), 10, "a whole number")?,
+        on_empty,
+        on_empty_wait: env
+            .duration(&name("POOL_ON_EMPTY_WAIT_DURATION"), Duration::from_secs(1))?,
+        timeout: env.duration(&name("TIMEOUT"), Duration::from_secs(10))?,
+        health_check_active_connection: env
+            .boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false)?,
+        fail_fast_when_disconnected: env.boolean("REDIS_FAIL_FAST_WHEN_DISCONNECTED", false)?,
+    })
+}
+
+fn stats_sink<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<StatsSink, SettingsError> {
+    use crate::metrics::{prometheus, statsd};
+    if env.boolean("DISABLE_STATS", false)? {
+        return Ok(StatsSink::Null);
+    }
+    let dog = env.boolean("USE_DOG_STATSD", false)?;
+    let prom = env.boolean("USE_PROMETHEUS", false)?;
+    // USE_STATSD defaults to true; only an explicit true conflicts with another sink.
+    let statsd_explicit = env.raw("USE_STATSD").is_some() && env.boolean("USE_STATSD", true)?;
+    let statsd_on = env.boolean("USE_STATSD", true)?;
+    if [dog, prom, statsd_explicit].iter().filter(|x| **x).count() > 1 {
+        return Err(env.err(
+            "USE_STATSD",
+            &env.string("USE_STATSD", ""),
+            "Error: unable to use more than one stats sink at the same time. Set one of USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS.",
+        ));
+    }
+    let target = format!(
+        "{}:{}",
+        env.string("STATSD_HOST", "localhost"),
+        env.number::<u16>("STATSD_PORT", 8125, "a port number")?
+    );
+    if dog {
+        let names = env.string("USE_DOG_STATSD_MOGRIFIERS", "");
+        let mut mogrifiers = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let var = |part: &str| format!("DOG_STATSD_MOGRIFIER_{name}_{part}");
+            let pattern_raw = env.string(&var("PATTERN"), "");
+            let pattern = regex::Regex::new(&pattern_raw).map_err(|e| {
+                env.err(
+                    &var("PATTERN"),
+                    &pattern_raw,
+                    &format!("a regular expression ({e})"),
+                )
+            })?;
+            let new_name = env.string(&var("NAME"), "");
+            if pattern_raw.is_empty() || new_name.is_empty() {
+                return Err(env.err(
+                    &var("NAME"),
+                    &new_name,
+                    "a pattern and a name for every mogrifier",
+                ));
+            }
+            let tags_raw = env.string(&var("TAGS"), "");
+            let tags = crate::metrics::parse_tags(&tags_raw)
+                .map_err(|e| env.err(&var("TAGS"), &tags_raw, &format!("k1:$1,k2:$2 ({e})")))?;
+            mogrifiers.push(statsd::Mogrifier {
+                pattern,
+                name: new_name,
+                tags,
+            });
+        }
+        return Ok(StatsSink::DogStatsd(target, mogrifiers));
+    }
+    if prom {
+        let mut addr = env.string("PROMETHEUS_ADDR", ":9090");
+        if addr.starts_with(':') {
+            addr = format!("0.0.0.0{addr}");
+        }
+        let mapper = env.string("PROMETHEUS_MAPPER_YAML", "");
+        let mappings = if mapper.is_empty() {
+            prometheus::default_mappings()
+        } else {
+            let text = std::fs::read_to_string(&mapper).map_err(|e| {
+                env.err(
+                    "PROMETHEUS_MAPPER_YAML",
+                    &mapper,
+                    &format!("a readable mapper file ({e})"),
+                )
+            })?;
+            prometheus::parse_mapper(&text).map_err(|e| {
+                env.err(
+                    "PROMETHEUS_MAPPER_YAML",
+                    &mapper,
+                    &format!("a valid mapper file ({e})"),
+                )
+            })?
+        };
+        return Ok(StatsSink::Prometheus {
+            addr,
+            path: env.string("PROMETHEUS_PATH", "/metrics"),
+            mappings,
+            millis: env.boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)?,
+        });
+    }
+    Ok(if statsd_on {
+        StatsSink::Statsd(target)
+    } else {
+        StatsSink::Log
+    })
+}
+
+fn memcache_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    backend: BackendType,
+) -> Result<MemcachedSettings, SettingsError> {
+    let hosts = env.string("MEMCACHE_HOST_PORT", "");
+    let srv = env.string("MEMCACHE_SRV", "");
+    if backend == BackendType::Memcache {
+        if !hosts.is_empty() && !srv.is_empty() {
+            return Err(env.err("MEMCACHE_SRV", &srv, "not both MEMCACHE_HOST_PORT and MEMCACHE_SRV (Both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set)"));
+        }
+        if !srv.is_empty() {
+            return Err(env.err(
+                "MEMCACHE_SRV",
+                &srv,
+                "MEMCACHE_HOST_PORT: SRV discovery is not supported by this build",
+            ));
+        }
+        if hosts.is_empty() {
+            return Err(env.err(
+                "MEMCACHE_HOST_PORT",
+                "",
+                "a comma-separated list of host:port",
+            ));
+        }
+        if env.boolean("MEMCACHE_TLS", false)? {
+            return Err(env.err(
+                "MEMCACHE_TLS",
+                "true",
+                "false: TLS to memcached is not supported by this build",
+            ));
+        }
+    }
+    env.duration("MEMCACHE_SRV_REFRESH", Duration::ZERO)?;
+    Ok(MemcachedSettings {
+        nodes: hosts
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        max_idle_conns: env.number("MEMCACHE_MAX_IDLE_CONNS", 2, "a whole number")?,
+        timeout: env.duration("MEMCACHE_TIMEOUT", Duration::from_secs(1))?,
+    })
 }
 
 /// Parses Go's `time.ParseDuration` syntax (`300ms`, `1.5h`, `2h45m`, `0`); negative
@@ -348,7 +619,28 @@ impl Settings {
                 reset: env.string("LIMIT_RESET_HEADER", "RateLimit-Reset"),
             }),
             dynamic_metadata: env.boolean("RESPONSE_DYNAMIC_METADATA", false)?,
+            local_cache_bytes: env.number("LOCAL_CACHE_SIZE_IN_BYTES", 0, "a number of bytes")?,
+            stop_increment_when_over_limit: env
+                .boolean("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false)?,
+            refund_hits_when_over_limit: env.boolean("REFUND_HITS_WHEN_OVERLIMIT", false)?,
         };
+        let mut warnings = Vec::new();
+        let redis = redis_settings(&env, "REDIS_", &mut warnings)?;
+        let redis_per_second = if env.boolean("REDIS_PERSECOND", false)? {
+            Some(redis_settings(&env, "REDIS_PERSECOND_", &mut warnings)?)
+        } else {
+            None
+        };
+        let redis_startup = StartupBackoff {
+            initial: env.duration("REDIS_STARTUP_INITIAL_INTERVAL", Duration::from_secs(1))?,
+            max: env.duration("REDIS_STARTUP_MAX_INTERVAL", Duration::from_secs(30))?,
+            max_elapsed: env.duration("REDIS_STARTUP_MAX_ELAPSED_TIME", Duration::ZERO)?,
+        };
+        let memcache = memcache_settings(&env, backend_type)?;
+        let stats_sink = stats_sink(&env)?;
+        let extra_tags_raw = env.string("EXTRA_TAGS", "");
+        let extra_tags = crate::metrics::parse_tags(&extra_tags_raw)
+            .map_err(|e| env.err("EXTRA_TAGS", &extra_tags_raw, &format!("k1:v1,k2:v2 ({e})")))?;
         Ok(Settings {
             host: env.string("HOST", "0.0.0.0"),
             port: env.number("PORT", 8080, "a port number")?,
@@ -384,6 +676,14 @@ impl Settings {
             http_read_timeout: env.duration("HTTP_READ_TIMEOUT", Duration::from_secs(30))?,
             stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
             limiter,
+            redis,
+            redis_per_second,
+            redis_startup,
+            memcache,
+            warnings,
+            stats_sink,
+            stats_flush_interval: env.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
+            extra_tags,
             // Rule delivery.
             runtime_poll_interval: env
                 .duration("RUNTIME_POLL_INTERVAL", Duration::from_secs(10))?,
@@ -549,5 +849,61 @@ mod tests {
         assert_eq!(s.config_dir(), PathBuf::from("/r/ratelimit/config"));
         assert_eq!(s.limiter.cache_key_prefix, "p:");
         assert_eq!(s.limiter.response_headers.unwrap().reset, "X-Reset");
+    }
+
+    #[test]
+    fn store_settings_reject_bad_values() {
+        assert_eq!(
+            with(&[("REDIS_TYPE", "ring")]).unwrap_err().name,
+            "REDIS_TYPE"
+        );
+        assert_eq!(
+            with(&[("REDIS_TIMEOUT", "10")]).unwrap_err().name,
+            "REDIS_TIMEOUT"
+        );
+        let e = with(&[
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_POOL_SIZE", "x"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.name, "REDIS_PERSECOND_POOL_SIZE");
+        let both = [
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_HOST_PORT", "a:1"),
+            ("MEMCACHE_SRV", "_m._tcp"),
+        ];
+        let e = with(&both).unwrap_err().to_string();
+        assert!(
+            e.contains("Both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn redis_settings_as_upstream() {
+        let s = with(&[]).unwrap();
+        assert_eq!(s.redis.socket_type, SocketType::Unix);
+        assert_eq!(s.redis.url, "/var/run/nutcracker/ratelimit.sock");
+        assert_eq!(s.redis.pool_size, 10);
+        assert_eq!(s.redis.timeout, Duration::from_secs(10));
+        assert!(s.redis_per_second.is_none());
+        let s = with(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "mymaster,10.0.0.1:26379"),
+            ("REDIS_TYPE", "Sentinel"),
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_URL", "127.0.0.1:6380"),
+            ("REDIS_PERSECOND_SOCKET_TYPE", "tcp"),
+            ("REDIS_PIPELINE_LIMIT", "8"),
+            ("REDIS_POOL_ON_EMPTY_BEHAVIOR", "error"),
+        ])
+        .unwrap();
+        assert_eq!(s.redis.kind, RedisKind::Sentinel);
+        assert_eq!(s.redis.on_empty, OnEmpty::Error);
+        assert_eq!(s.redis_per_second.unwrap().url, "127.0.0.1:6380");
+        assert_eq!(
+            s.warnings,
+            ["REDIS_PIPELINE_LIMIT is deprecated and has no effect"]
+        );
     }
 }

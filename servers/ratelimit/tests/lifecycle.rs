@@ -47,12 +47,29 @@ fn a_bad_setting_names_the_variable_and_value() {
 }
 
 #[test]
-fn stores_not_built_yet_fail_clearly() {
-    for backend in ["redis", "memcache"] {
-        let (code, err) = run_to_exit(&[("BACKEND_TYPE", backend)], &[("a.yaml", OK_RULES)]);
-        assert_ne!(code, Some(0));
-        assert!(err.contains("not built yet"), "{err}");
-    }
+fn an_unreachable_store_stops_startup_after_the_backoff() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("127.0.0.1:{port}");
+    let (code, err) = run_to_exit(
+        &[
+            ("BACKEND_TYPE", "redis"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &url),
+            ("REDIS_STARTUP_INITIAL_INTERVAL", "100ms"),
+            ("REDIS_STARTUP_MAX_ELAPSED_TIME", "1s"),
+            ("REDIS_TIMEOUT", "200ms"),
+        ],
+        &[("a.yaml", OK_RULES)],
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("cannot connect to redis"), "{err}");
+    let (code, err) = run_to_exit(&[("BACKEND_TYPE", "memcache")], &[("a.yaml", OK_RULES)]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("MEMCACHE_HOST_PORT"), "{err}");
 }
 
 #[test]

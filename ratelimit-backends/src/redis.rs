@@ -1,0 +1,601 @@
+//! A Redis (or Valkey) counter store on the `fred` client: single node, Sentinel or
+//! Cluster, with upstream's commands and keys so both servers can share one Redis.
+//!
+//! Each request is one pipeline of `INCRBY key hits` + `EXPIRE key ttl` per key (per node
+//! in cluster mode, which fred routes), and SECOND limits may go to a second instance.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use fred::prelude::*;
+use fred::types::config::{Server, TlsConfig, TlsHostMapping};
+use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
+use tokio::sync::Semaphore;
+
+const ERR: &str = "redis_error";
+
+/// How the server address is given (`REDIS_SOCKET_TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketType {
+    /// `host:port`.
+    Tcp,
+    /// A unix socket path.
+    Unix,
+}
+
+/// The deployment (`REDIS_TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisKind {
+    /// One server.
+    Single,
+    /// `master-name,host:port,...` of the sentinels.
+    Sentinel,
+    /// `host:port,...` of cluster nodes.
+    Cluster,
+}
+
+/// What happens when every pooled slot is busy (`REDIS_POOL_ON_EMPTY_BEHAVIOR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnEmpty {
+    /// Wait for a slot up to the wait duration, then proceed anyway.
+    Create,
+    /// Wait for a slot up to the wait duration, then fail.
+    Error,
+    /// Wait for a slot, bounded only by the timeout.
+    Wait,
+}
+
+/// TLS towards Redis (`REDIS_TLS*`).
+#[derive(Debug, Clone, Default)]
+pub struct RedisTls {
+    /// CA bundle to trust; the system's roots when `None`.
+    pub ca: Option<PathBuf>,
+    /// Client certificate and key, when the server requires them.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// Accept a certificate for another name (still signed by a trusted CA).
+    pub skip_hostname_verification: bool,
+}
+
+/// One Redis instance's settings, named after upstream's `REDIS_*` variables.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `REDIS_SOCKET_TYPE`
+    pub socket_type: SocketType,
+    /// `REDIS_URL`
+    pub url: String,
+    /// `REDIS_TYPE`
+    pub kind: RedisKind,
+    /// `REDIS_AUTH`: `password` or `user:password`.
+    pub auth: String,
+    /// `REDIS_SENTINEL_AUTH`: same forms, for the sentinels.
+    pub sentinel_auth: String,
+    /// `REDIS_TLS` and its files.
+    pub tls: Option<RedisTls>,
+    /// `REDIS_POOL_SIZE`: connections.
+    pub pool_size: usize,
+    /// `REDIS_POOL_ON_EMPTY_BEHAVIOR`
+    pub on_empty: OnEmpty,
+    /// `REDIS_POOL_ON_EMPTY_WAIT_DURATION`
+    pub on_empty_wait: Duration,
+    /// `REDIS_TIMEOUT`: connect and per-request bound.
+    pub timeout: Duration,
+    /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`: health needs a live connection.
+    pub health_check_active_connection: bool,
+    /// Our addition: fail at once, without waiting for the timeout, while no connection is
+    /// up (`REDIS_FAIL_FAST_WHEN_DISCONNECTED`).
+    pub fail_fast_when_disconnected: bool,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        RedisSettings {
+            socket_type: SocketType::Tcp,
+            url: "localhost:6379".into(),
+            kind: RedisKind::Single,
+            auth: String::new(),
+            sentinel_auth: String::new(),
+            tls: None,
+            pool_size: 10,
+            on_empty: OnEmpty::Wait,
+            on_empty_wait: Duration::from_secs(1),
+            timeout: Duration::from_secs(10),
+            health_check_active_connection: false,
+            fail_fast_when_disconnected: false,
+        }
+    }
+}
+
+/// The startup check (`REDIS_STARTUP_*`): PING until PONG with exponential backoff.
+#[derive(Debug, Clone, Copy)]
+pub struct StartupBackoff {
+    /// `REDIS_STARTUP_INITIAL_INTERVAL` (1s).
+    pub initial: Duration,
+    /// `REDIS_STARTUP_MAX_INTERVAL` (30s).
+    pub max: Duration,
+    /// `REDIS_STARTUP_MAX_ELAPSED_TIME` (0 = forever).
+    pub max_elapsed: Duration,
+}
+
+impl Default for StartupBackoff {
+    fn default() -> Self {
+        StartupBackoff {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+            max_elapsed: Duration::ZERO,
+        }
+    }
+}
+
+/// Each pooled connection pipelines this many requests before the pool counts as empty:
+/// fred multiplexes a connection, so a slot is a share of one, not all of it.
+const REQUESTS_PER_CONNECTION: usize = 64;
+
+struct Instance {
+    pool: Pool,
+    slots: Semaphore,
+    settings: RedisSettings,
+}
+
+/// The Redis [`CounterStore`].
+pub struct RedisStore {
+    main: Instance,
+    per_second: Option<Instance>,
+}
+
+fn split_auth(auth: &str) -> (Option<String>, Option<String>) {
+    match auth.split_once(':') {
+        _ if auth.is_empty() => (None, None),
+        Some((u, p)) => (Some(u.to_owned()), Some(p.to_owned())),
+        None => (None, Some(auth.to_owned())),
+    }
+}
+
+fn parse_host_port(s: &str) -> Result<Server, String> {
+    let s = s.trim();
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?} is not host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{s:?} has no valid port"))?;
+    Ok(Server::new(
+        host.trim_start_matches('[').trim_end_matches(']'),
+        port,
+    ))
+}
+
+/// Builds fred's configuration from upstream-style settings. Errors name the setting.
+pub fn fred_config(s: &RedisSettings) -> Result<Config, String> {
+    let server = match (s.kind, s.socket_type) {
+        (RedisKind::Single, SocketType::Unix) => ServerConfig::Unix {
+            path: s.url.clone().into(),
+        },
+        (RedisKind::Single, SocketType::Tcp) => ServerConfig::Centralized {
+            server: parse_host_port(&s.url).map_err(|e| format!("REDIS_URL: {e}"))?,
+        },
+        (RedisKind::Cluster, _) => ServerConfig::Clustered {
+            hosts: s
+                .url
+                .split(',')
+                .map(parse_host_port)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("REDIS_URL: {e}"))?,
+            policy: Default::default(),
+        },
+        (RedisKind::Sentinel, _) => {
+            let mut parts = s.url.split(',');
+            let name = parts.next().unwrap_or_default().trim().to_owned();
+            let hosts: Vec<Server> = parts
+                .map(parse_host_port)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("REDIS_URL: {e}"))?;
+            if name.is_empty() || hosts.is_empty() {
+                return Err(
+                    "Expected master name and a list of urls for the sentinels, in the format: \
+                     <redis master name>,<sentinel1>,...,<sentineln>"
+                        .into(),
+                );
+            }
+            let (username, password) = split_auth(&s.sentinel_auth);
+            ServerConfig::Sentinel {
+                hosts,
+                service_name: name,
+                username,
+                password,
+            }
+        }
+    };
+    let (username, password) = split_auth(&s.auth);
+    let tls = match &s.tls {
+        None => None,
+        Some(t) => Some(TlsConfig {
+            connector: tls_connector(t)?.into(),
+            hostnames: TlsHostMapping::None,
+        }),
+    };
+    Ok(Config {
+        server,
+        username,
+        password,
+        tls,
+        fail_fast: true,
+        ..Config::default()
+    })
+}
+
+fn tls_connector(t: &RedisTls) -> Result<fred::rustls::ClientConfig, String> {
+    use fred::rustls;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    match &t.ca {
+        Some(ca) => {
+            for c in CertificateDer::pem_file_iter(ca)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("REDIS_TLS_CACERT {}: {e}", ca.display()))?
+            {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("REDIS_TLS_CACERT {}: {e}", ca.display()))?;
+            }
+        }
+        None => {
+            let native = rustls_native_certs::load_native_certs();
+            for c in native.certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    let roots = Arc::new(roots);
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = if t.skip_hostname_verification {
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| e.to_string())?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyName(inner)))
+    } else {
+        builder.with_root_certificates(roots)
+    };
+    match &t.client_cert {
+        None => Ok(builder.with_no_client_auth()),
+        Some((cert, key)) => {
+            let certs = CertificateDer::pem_file_iter(cert)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("REDIS_TLS_CLIENT_CERT {}: {e}", cert.display()))?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| format!("REDIS_TLS_CLIENT_KEY {}: {e}", key.display()))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| format!("REDIS_TLS_CLIENT_CERT: {e}"))
+        }
+    }
+}
+
+/// Verifies the chain but accepts any server name (`REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`).
+#[derive(Debug)]
+struct AnyName(Arc<fred::rustls::client::WebPkiServerVerifier>);
+
+impl fred::rustls::client::danger::ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &fred::rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[fred::rustls::pki_types::CertificateDer<'_>],
+        server_name: &fred::rustls::pki_types::ServerName<'_>,
+        ocsp: &[u8],
+        now: fred::rustls::pki_types::UnixTime,
+    ) -> Result<fred::rustls::client::danger::ServerCertVerified, fred::rustls::Error> {
+        use fred::rustls::{CertificateError, Error};
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(Error::InvalidCertificate(CertificateError::NotValidForName))
+            | Err(Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })) => {
+                Ok(fred::rustls::client::danger::ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &fred::rustls::pki_types::CertificateDer<'_>,
+        dss: &fred::rustls::DigitallySignedStruct,
+    ) -> Result<fred::rustls::client::danger::HandshakeSignatureValid, fred::rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &fred::rustls::pki_types::CertificateDer<'_>,
+        dss: &fred::rustls::DigitallySignedStruct,
+    ) -> Result<fred::rustls::client::danger::HandshakeSignatureValid, fred::rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<fred::rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::new(ERR, e.to_string())
+}
+
+impl Instance {
+    /// Connects and waits for PONG, retrying with backoff. `on_retry` hears every failure.
+    async fn connect(
+        settings: RedisSettings,
+        backoff: StartupBackoff,
+        on_retry: &(dyn Fn(&str) + Sync),
+    ) -> Result<Instance, StoreError> {
+        let config = fred_config(&settings).map_err(err)?;
+        let started = Instant::now();
+        let mut delay = backoff.initial;
+        loop {
+            match Instance::try_connect(&config, &settings).await {
+                Ok(pool) => {
+                    return Ok(Instance {
+                        slots: Semaphore::new(settings.pool_size.max(1) * REQUESTS_PER_CONNECTION),
+                        pool,
+                        settings,
+                    });
+                }
+                Err(e) => {
+                    if !backoff.max_elapsed.is_zero()
+                        && started.elapsed() + delay > backoff.max_elapsed
+                    {
+                        return Err(err(format!("redis did not answer PING in time: {e}")));
+                    }
+                    on_retry(&format!("redis not ready ({e}); retrying in {delay:?}"));
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(backoff.max);
+                }
+            }
+        }
+    }
+
+    async fn try_connect(config: &Config, s: &RedisSettings) -> Result<Pool, String> {
+        let pool = Builder::from_config(config.clone())
+            .with_connection_config(|c| {
+                c.connection_timeout = s.timeout;
+                c.internal_command_timeout = s.timeout;
+                // One attempt: a request must fail within the timeout, not be retried past it.
+                c.max_command_attempts = 1;
+                c.tcp.nodelay = Some(true);
+            })
+            .with_performance_config(|p| {
+                p.default_command_timeout = s.timeout;
+            })
+            // Reconnect quickly and forever once running; the timeout bounds each request.
+            .set_policy(ReconnectPolicy::new_exponential(0, 10, 1_000, 2))
+            .build_pool(s.pool_size.max(1))
+            .map_err(|e| e.to_string())?;
+        match tokio::time::timeout(s.timeout, pool.init()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                let _ = pool.quit().await;
+                return Err(e.to_string());
+            }
+            Err(_) => {
+                let _ = pool.quit().await;
+                return Err(format!("no connection within {:?}", s.timeout));
+            }
+        }
+        let pong: Result<String, _> = tokio::time::timeout(s.timeout, pool.next().ping(None))
+            .await
+            .map_err(|_| "PING timed out".to_owned())?;
+        match pong {
+            Ok(p) if p == "PONG" => Ok(pool),
+            Ok(p) => Err(format!("PING answered {p:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.pool.clients().iter().any(|c| c.is_connected())
+    }
+
+    /// Takes a pipeline slot according to `REDIS_POOL_ON_EMPTY_BEHAVIOR`.
+    async fn slot(&self) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, StoreError> {
+        if let Ok(p) = self.slots.try_acquire() {
+            return Ok(Some(p));
+        }
+        let s = &self.settings;
+        let wait = match s.on_empty {
+            OnEmpty::Wait => s.timeout,
+            OnEmpty::Create | OnEmpty::Error => s.on_empty_wait,
+        };
+        match tokio::time::timeout(wait, self.slots.acquire()).await {
+            Ok(Ok(p)) => Ok(Some(p)),
+            _ => match s.on_empty {
+                OnEmpty::Create => Ok(None),
+                OnEmpty::Error | OnEmpty::Wait => Err(err("redis pool is empty")),
+            },
+        }
+    }
+
+    async fn run<T>(&self, f: impl Future<Output = Result<T, Error>>) -> Result<T, StoreError> {
+        if self.settings.fail_fast_when_disconnected && !self.connected() {
+            return Err(err("redis is not connected"));
+        }
+        let _slot = self.slot().await?;
+        match tokio::time::timeout(self.settings.timeout, f).await {
+            Ok(r) => r.map_err(err),
+            Err(_) => Err(err(format!(
+                "redis request timed out after {:?}",
+                self.settings.timeout
+            ))),
+        }
+    }
+
+    async fn increment(&self, items: &[&Increment]) -> Result<Vec<u64>, StoreError> {
+        let pipe = self.pool.next().pipeline();
+        self.run(async {
+            for inc in items {
+                let hits = i64::try_from(inc.hits).unwrap_or(i64::MAX);
+                let ttl = i64::try_from(inc.ttl_seconds).unwrap_or(i64::MAX);
+                let _: () = pipe.incr_by(inc.key.as_str(), hits).await?;
+                let _: () = pipe.expire(inc.key.as_str(), ttl, None).await?;
+            }
+            let values: Vec<Value> = pipe.all().await?;
+            Ok(values)
+        })
+        .await
+        .and_then(|values| {
+            if values.len() != items.len() * 2 {
+                return Err(err(format!(
+                    "redis answered {} values for {} commands",
+                    values.len(),
+                    items.len() * 2
+                )));
+            }
+            values
+                .iter()
+                .step_by(2)
+                .map(|v| match v.as_i64() {
+                    Some(n) => Ok(n.max(0) as u64),
+                    None => Err(err(format!("INCRBY answered {v:?}"))),
+                })
+                .collect()
+        })
+    }
+
+    async fn get(&self, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
+        let pipe = self.pool.next().pipeline();
+        let values: Vec<Value> = self
+            .run(async {
+                for k in keys {
+                    let _: () = pipe.get(*k).await?;
+                }
+                pipe.all().await
+            })
+            .await?;
+        Ok(values
+            .iter()
+            .map(|v| v.as_i64().map_or(0, |n| n.max(0) as u64))
+            .collect())
+    }
+
+    async fn refund(&self, items: &[&Increment]) -> Result<(), StoreError> {
+        let pipe = self.pool.next().pipeline();
+        self.run(async {
+            for inc in items {
+                let hits = i64::try_from(inc.hits).unwrap_or(i64::MAX);
+                let _: () = pipe.decr_by(inc.key.as_str(), hits).await?;
+            }
+            let _: Vec<Value> = pipe.all().await?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl RedisStore {
+    /// Connects to the main instance and, when given, the per-second instance, waiting for
+    /// each to answer PING (with backoff). `on_retry` is told about each failed attempt.
+    pub async fn connect(
+        main: RedisSettings,
+        per_second: Option<RedisSettings>,
+        backoff: StartupBackoff,
+        on_retry: &(dyn Fn(&str) + Sync),
+    ) -> Result<RedisStore, StoreError> {
+        let main = Instance::connect(main, backoff, on_retry).await?;
+        let per_second = match per_second {
+            Some(s) => Some(Instance::connect(s, backoff, on_retry).await?),
+            None => None,
+        };
+        Ok(RedisStore { main, per_second })
+    }
+
+    fn route(&self, unit: Unit) -> bool {
+        self.per_second.is_some() && unit == Unit::Second
+    }
+
+    /// Connections currently up, main instance first.
+    pub fn active_connections(&self) -> (usize, usize) {
+        let count = |i: &Instance| i.pool.clients().iter().filter(|c| c.is_connected()).count();
+        (count(&self.main), self.per_second.as_ref().map_or(0, count))
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        let _ = self.main.pool.quit().await;
+        if let Some(p) = &self.per_second {
+            let _ = p.pool.quit().await;
+        }
+    }
+}
+
+#[async_trait]
+impl CounterStore for RedisStore {
+    async fn increment(
+        &self,
+        _now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Result<(), StoreError> {
+        let (sec, main): (Vec<(usize, &Increment)>, Vec<(usize, &Increment)>) = batch
+            .iter()
+            .enumerate()
+            .partition(|(_, i)| self.route(i.unit));
+        let main_items: Vec<&Increment> = main.iter().map(|(_, i)| *i).collect();
+        let sec_items: Vec<&Increment> = sec.iter().map(|(_, i)| *i).collect();
+        let (a, b) = tokio::join!(
+            async {
+                if main_items.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    self.main.increment(&main_items).await
+                }
+            },
+            async {
+                match (&self.per_second, sec_items.is_empty()) {
+                    (Some(ps), false) => ps.increment(&sec_items).await,
+                    _ => Ok(Vec::new()),
+                }
+            }
+        );
+        for ((idx, _), v) in main.iter().zip(a?) {
+            counts[*idx] = v;
+        }
+        for ((idx, _), v) in sec.iter().zip(b?) {
+            counts[*idx] = v;
+        }
+        Ok(())
+    }
+
+    async fn get(&self, _now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+        // Reads go to the main instance; the per-second mode does not combine with
+        // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT upstream either.
+        let vals = self.main.get(keys).await?;
+        out.copy_from_slice(&vals[..out.len().min(vals.len())]);
+        Ok(())
+    }
+
+    async fn refund(&self, _now: u64, batch: &[Increment]) -> Result<(), StoreError> {
+        let (sec, main): (Vec<&Increment>, Vec<&Increment>) =
+            batch.iter().partition(|i| self.route(i.unit));
+        if !main.is_empty() {
+            self.main.refund(&main).await?;
+        }
+        if let (Some(ps), false) = (&self.per_second, sec.is_empty()) {
+            ps.refund(&sec).await?;
+        }
+        Ok(())
+    }
+
+    fn healthy(&self) -> bool {
+        let check = |i: &Instance| !i.settings.health_check_active_connection || i.connected();
+        check(&self.main) && self.per_second.as_ref().is_none_or(check)
+    }
+}

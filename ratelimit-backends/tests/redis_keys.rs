@@ -1,0 +1,161 @@
+//! Keys and TTLs read back from Redis: byte for byte what upstream writes, so both servers
+//! can count in one Redis during a migration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratelimit_backends::RedisStore;
+use ratelimit_backends::redis::{RedisKind, RedisSettings, StartupBackoff};
+use ratelimit_core::{Code, Descriptor, Limiter, LimiterSettings, ManualClock, Request};
+
+use crate::conformance::redis_store;
+use crate::servers::{self, redis_cli};
+
+const RULES: &str = "domain: domain\ndescriptors:
+  - key: key
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: m
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+";
+
+fn settings(port: u16) -> RedisSettings {
+    RedisSettings {
+        url: format!("127.0.0.1:{port}"),
+        kind: RedisKind::Single,
+        timeout: Duration::from_secs(5),
+        ..RedisSettings::default()
+    }
+}
+
+async fn limiter(
+    store: Arc<RedisStore>,
+    now: u64,
+    prefix: &str,
+    jitter: u64,
+) -> Limiter<Arc<RedisStore>, ManualClock> {
+    Limiter::builder(store, ManualClock::new(now))
+        .settings(LimiterSettings {
+            cache_key_prefix: prefix.into(),
+            expiration_jitter_max_seconds: jitter,
+            ..LimiterSettings::default()
+        })
+        .yaml("config.test.yaml", RULES)
+        .build()
+        .unwrap()
+}
+
+fn ttl(port: u16, key: &str) -> i64 {
+    redis_cli(port, &["TTL", key]).parse().unwrap()
+}
+
+#[tokio::test]
+async fn keys_and_ttls_match_upstream_with_and_without_prefix() {
+    let r = servers::redis();
+    let store = redis_store(settings(r.port)).await;
+
+    let l = limiter(store.clone(), 1234, "", 0).await;
+    let req = Request::new("domain", vec![Descriptor::new([("key", "value")])]);
+    l.should_rate_limit(&req).await.unwrap();
+    l.should_rate_limit(&req).await.unwrap();
+    assert_eq!(redis_cli(r.port, &["GET", "domain_key_value_1234"]), "2");
+    // SECOND limit, no jitter: the TTL is the unit, refreshed by every request.
+    assert!((0..=1).contains(&ttl(r.port, "domain_key_value_1234")));
+
+    let l = limiter(store.clone(), 1234, "prefix:", 300).await;
+    let req = Request::new(
+        "domain",
+        vec![
+            Descriptor::new([("m", "x")]),
+            Descriptor::new([("files", "files/a.txt")]),
+        ],
+    );
+    l.should_rate_limit(&req).await.unwrap();
+    assert_eq!(redis_cli(r.port, &["GET", "prefix:domain_m_x_1200"]), "1");
+    let t = ttl(r.port, "prefix:domain_m_x_1200");
+    assert!((58..=60 + 300).contains(&t), "minute + jitter: {t}");
+    // share_threshold keys carry the pattern, not the value.
+    assert_eq!(
+        redis_cli(r.port, &["GET", "prefix:domain_files_files/*_0"]),
+        "1"
+    );
+    let keys = redis_cli(r.port, &["KEYS", "*"]);
+    let mut keys: Vec<&str> = keys.lines().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "domain_key_value_1234",
+            "prefix:domain_files_files/*_0",
+            "prefix:domain_m_x_1200"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn second_limits_go_to_the_per_second_instance() {
+    let main = servers::redis();
+    let per_second = servers::redis();
+    let backoff = StartupBackoff {
+        initial: Duration::from_millis(100),
+        ..StartupBackoff::default()
+    };
+    let store = Arc::new(
+        RedisStore::connect(
+            settings(main.port),
+            Some(settings(per_second.port)),
+            backoff,
+            &|_| {},
+        )
+        .await
+        .unwrap(),
+    );
+    let l = limiter(store, 1234, "", 0).await;
+    let req = Request::new(
+        "domain",
+        vec![
+            Descriptor::new([("key", "v")]),
+            Descriptor::new([("m", "v")]),
+        ],
+    );
+    let r = l.should_rate_limit(&req).await.unwrap();
+    assert_eq!(r.overall_code, Code::Ok);
+    assert_eq!(
+        redis_cli(per_second.port, &["KEYS", "*"]),
+        "domain_key_v_1234"
+    );
+    assert_eq!(redis_cli(main.port, &["KEYS", "*"]), "domain_m_v_1200");
+}
+
+#[tokio::test]
+async fn startup_waits_for_redis_then_gives_up_when_told() {
+    let port = servers::free_port();
+    let backoff = StartupBackoff {
+        initial: Duration::from_millis(100),
+        max: Duration::from_millis(200),
+        max_elapsed: Duration::from_millis(800),
+    };
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let r = RedisStore::connect(settings(port), None, backoff, &|_| {
+        attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    })
+    .await;
+    assert!(r.is_err());
+    assert!(attempts.into_inner() >= 2, "retried with backoff");
+
+    // Redis appears while we wait: the store connects.
+    let handle = tokio::spawn(async move {
+        let backoff = StartupBackoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_millis(200),
+            max_elapsed: Duration::from_secs(20),
+        };
+        RedisStore::connect(settings(port), None, backoff, &|_| {}).await
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let _redis = servers::redis_on(port, &[]);
+    assert!(handle.await.unwrap().is_ok());
+}

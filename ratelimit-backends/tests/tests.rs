@@ -1,0 +1,8 @@
+//! Every store against real servers started on loopback ports: Redis (single, Cluster of
+//! three masters, behind Sentinel, with a per-second instance) and two memcached nodes.
+//! The servers come from Debian's packages, installed by `scripts/test.sh`.
+
+mod conformance;
+mod fault;
+mod redis_keys;
+mod servers;

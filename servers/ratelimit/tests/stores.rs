@@ -1,0 +1,120 @@
+//! The server on shared stores: Redis and memcached started on loopback ports.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{post_json, request, start};
+use crate::store_servers as servers;
+
+const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
+const REQ: &str =
+    r#"{"domain":"rl","descriptors":[{"entries":[{"key":"api_key","value":"alice"}]}]}"#;
+
+#[test]
+fn redis_backend_shares_counters_between_two_servers() {
+    let redis = servers::redis();
+    let url = format!("127.0.0.1:{}", redis.port);
+    let env = [
+        ("BACKEND_TYPE", "redis"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", url.as_str()),
+        ("CACHE_KEY_PREFIX", "fleet:"),
+    ];
+    let a = start(&[("rl.yaml", RULES)], &env);
+    let b = start(&[("rl.yaml", RULES)], &env);
+    assert_eq!(post_json(a.http, REQ).status, 200);
+    assert_eq!(post_json(b.http, REQ).status, 200);
+    assert_eq!(
+        post_json(a.http, REQ).status,
+        429,
+        "the fleet shares one counter"
+    );
+    let keys = servers::redis_cli(redis.port, &["KEYS", "fleet:rl_api_key_alice_*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+    assert_eq!(servers::redis_cli(redis.port, &["GET", keys.trim()]), "3");
+}
+
+#[test]
+fn redis_outage_fails_fast_health_follows_and_recovers() {
+    let port = servers::free_port();
+    let redis = servers::redis_on(port, &[]);
+    let url = format!("127.0.0.1:{port}");
+    let srv = start(
+        &[("rl.yaml", RULES)],
+        &[
+            ("BACKEND_TYPE", "redis"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", url.as_str()),
+            ("REDIS_TIMEOUT", "300ms"),
+            ("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "true"),
+        ],
+    );
+    assert_eq!(post_json(srv.http, REQ).status, 200);
+    drop(redis);
+    let t = Instant::now();
+    let r = post_json(srv.http, REQ);
+    assert_eq!(r.status, 400, "a store failure answers like upstream");
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "took {:?}",
+        t.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while request(srv.http, "GET", "/healthcheck", b"").status != 500 {
+        assert!(Instant::now() < deadline, "health did not follow the store");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stats = request(srv.debug, "GET", "/stats", b"").text();
+    assert!(
+        stats.contains("ratelimit.service.call.should_rate_limit.redis_error: "),
+        "{stats}"
+    );
+    let _redis = servers::redis_on(port, &[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for i in 0.. {
+        // A fresh key each time: the probes must not use up a quota themselves.
+        let probe = REQ.replace("alice", &format!("probe{i}"));
+        if post_json(srv.http, &probe).status == 200
+            && request(srv.http, "GET", "/healthcheck", b"").status == 200
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not recover");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn memcache_backend_with_local_cache() {
+    let a = servers::memcached();
+    let b = servers::memcached();
+    let hosts = format!("127.0.0.1:{},127.0.0.1:{}", a.port, b.port);
+    let srv = start(
+        &[("rl.yaml", RULES)],
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_HOST_PORT", hosts.as_str()),
+            ("LOCAL_CACHE_SIZE_IN_BYTES", "1048576"),
+        ],
+    );
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        codes.push(post_json(srv.http, REQ).status);
+        // Memcached counts asynchronously; give each increment time to land.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(codes, [200, 200, 429, 429, 429]);
+    let stats = request(srv.debug, "GET", "/stats", b"").text();
+    assert!(
+        stats.contains("ratelimit.localcache.hitCount: 2\n"),
+        "{stats}"
+    );
+    assert!(
+        stats.contains("ratelimit.service.rate_limit.rl.api_key.over_limit_with_local_cache: 2\n"),
+        "{stats}"
+    );
+    assert_eq!(
+        request(srv.http, "GET", "/healthcheck", b"").status,
+        200,
+        "memcache is healthy (upstream regressed here)"
+    );
+}
