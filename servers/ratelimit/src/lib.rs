@@ -9,6 +9,7 @@
 //! server on `127.0.0.1:0`.
 #![forbid(unsafe_code)]
 
+pub mod checkconfig;
 pub mod convert;
 pub mod files;
 pub mod grpc;
@@ -17,6 +18,7 @@ pub mod http;
 pub mod log;
 pub mod metrics;
 pub mod pb;
+pub mod provider;
 pub mod settings;
 pub mod tls;
 pub mod tracing;

@@ -9,12 +9,16 @@ use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
 use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
 use ratelimit_server::metrics::Metrics;
-use ratelimit_server::settings::{BackendType, ConfigType, StatsSink};
+use ratelimit_server::settings::{BackendType, StatsSink};
 use ratelimit_server::tls::{self, TlsFiles};
-use ratelimit_server::{App, Health, Listeners, Settings, files, serve};
+use ratelimit_server::{App, Health, Listeners, Settings, provider, serve};
 use tokio::net::TcpListener;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("check-config") {
+        return ratelimit_server::checkconfig::main(&args[2..]);
+    }
     let settings = match Settings::from_env() {
         Ok(s) => s,
         Err(e) => {
@@ -69,12 +73,6 @@ async fn run(settings: Settings) -> Result<(), String> {
             Arc::new(MemcachedStore::new(settings.memcache.clone()).map_err(|e| e.to_string())?)
         }
     };
-    if settings.config_type != ConfigType::File {
-        return Err(
-            "CONFIG_TYPE=GRPC_XDS_SOTW is not built yet in this version; use CONFIG_TYPE=FILE"
-                .into(),
-        );
-    }
     // Spans for store calls only when tracing is on: the wrapper costs a span per call.
     let tracer_provider = if settings.tracing.enabled {
         Some(ratelimit_server::tracing::init(&settings.tracing)?)
@@ -95,20 +93,6 @@ async fn run(settings: Settings) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let health = Health::new(settings.healthy_with_at_least_one_config_loaded);
-
-    let files = files::read_rule_files(&settings).map_err(|e| e.to_string())?;
-    limiter
-        .reload_yaml(
-            files.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-            settings.merge_domain_config,
-        )
-        .map_err(|e| format!("error loading rate limit configuration: {e}"))?;
-    let domains = limiter.rules().map_or(0, |r| r.domain_count());
-    health.set_config(domains > 0 || !settings.healthy_with_at_least_one_config_loaded);
-    log::log(
-        Level::Info,
-        &format!("loaded {} rule file(s), {domains} domain(s)", files.len()),
-    );
 
     let tls = if settings.grpc_server_use_tls {
         if settings.grpc_server_tls_cert.is_empty() || settings.grpc_server_tls_key.is_empty() {
@@ -133,6 +117,16 @@ async fn run(settings: Settings) -> Result<(), String> {
         None
     };
 
+    // Rules before listeners: without FORCE_START_WITHOUT_INITIAL_CONFIG no listener opens
+    // before a configuration is loaded.
+    let app = Arc::new(App {
+        limiter,
+        health,
+        settings: settings.clone(),
+        metrics: metrics.clone(),
+    });
+    provider::start(app.clone()).await?;
+
     let http = bind(&settings.host, settings.port).await?;
     let debug = bind(&settings.debug_host, settings.debug_port).await?;
     let (grpc, grpc_addr) = if settings.grpc_uds.is_empty() {
@@ -146,6 +140,7 @@ async fn run(settings: Settings) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on unix socket {}: {e}", settings.grpc_uds))?;
         (GrpcListener::Unix(l), format!("unix:{}", settings.grpc_uds))
     };
+    let shutdown = shutdown_signal();
     // Tests and operators read the bound addresses from this line (ports may be 0).
     eprintln!(
         "ratelimit: listening http={} debug={} grpc={grpc_addr}",
@@ -172,12 +167,6 @@ async fn run(settings: Settings) -> Result<(), String> {
         ),
         _ => None,
     };
-    let app = Arc::new(App {
-        limiter,
-        health,
-        settings,
-        metrics: metrics.clone(),
-    });
     if let Some(lc_app) = app.limiter.local_cache().map(|_| app.clone()) {
         metrics.add_gauges(move |out| {
             use std::sync::atomic::Ordering::Relaxed;
@@ -217,7 +206,7 @@ async fn run(settings: Settings) -> Result<(), String> {
             debug,
             grpc: Some((grpc, tls)),
         },
-        shutdown_signal(),
+        shutdown,
     )
     .await;
     let _ = stats_stop.send(true);
@@ -307,18 +296,23 @@ async fn bind(host: &str, port: u16) -> Result<TcpListener, String> {
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))
 }
 
-async fn shutdown_signal() {
+/// Registers the handlers now (not when first polled), so that a signal arriving right
+/// after the listeners are announced still drains instead of killing the process.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the process still stops on SIGTERM's default action.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            // Without signal handlers the process still stops on SIGTERM's default action.
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        log::log(Level::Info, "termination signal received, draining");
     }
-    log::log(Level::Info, "termination signal received, draining");
 }

@@ -144,6 +144,40 @@ pub struct Settings {
     pub extra_tags: Vec<(String, String)>,
     /// `TRACING_*`
     pub tracing: crate::tracing::TracingSettings,
+    // Rule delivery: the file watcher's fallback and the xDS client.
+    /// `RUNTIME_POLL_INTERVAL` (10s, our addition): how often the rule directory is also
+    /// compared against its last loaded state, in case a change event was missed; 0 = never.
+    pub runtime_poll_interval: Duration,
+    /// `CONFIG_GRPC_XDS_NODE_ID`
+    pub xds_node_id: String,
+    /// `CONFIG_GRPC_XDS_NODE_METADATA`: `k1=v1,k2=v2`.
+    pub xds_node_metadata: Vec<(String, String)>,
+    /// `CONFIG_GRPC_XDS_SERVER_URL`: `host:port`, or a URL with `http://` / `https://`.
+    pub xds_server_url: String,
+    /// `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL`: pause between failed connects.
+    pub xds_connect_retry_interval: Duration,
+    /// `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS`: `k1:v1,k2:v2`, sent as gRPC metadata.
+    pub xds_additional_headers: Vec<(String, String)>,
+    /// `CONFIG_GRPC_XDS_SERVER_USE_TLS`
+    pub xds_use_tls: bool,
+    /// `CONFIG_GRPC_XDS_CLIENT_TLS_CERT`: client certificate (PEM) for mutual TLS.
+    pub xds_client_tls_cert: String,
+    /// `CONFIG_GRPC_XDS_CLIENT_TLS_KEY`: its private key (PEM).
+    pub xds_client_tls_key: String,
+    /// `CONFIG_GRPC_XDS_SERVER_TLS_CACERT`: CA bundle for the server's certificate.
+    pub xds_server_tls_cacert: String,
+    /// `CONFIG_GRPC_XDS_SERVER_TLS_SAN`: name to verify instead of the URL's host.
+    pub xds_server_tls_san: String,
+    /// `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL` (10s)
+    pub xds_backoff_initial: Duration,
+    /// `XDS_CLIENT_BACKOFF_MAX_INTERVAL` (60s)
+    pub xds_backoff_max: Duration,
+    /// `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` (0.5): the growth factor per failed attempt.
+    pub xds_backoff_factor: f64,
+    /// `XDS_CLIENT_BACKOFF_JITTER` (true)
+    pub xds_backoff_jitter: bool,
+    /// `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES` (0 = gRPC's 4 MiB).
+    pub xds_max_msg_size: usize,
 }
 
 /// The one statistics sink in use.
@@ -214,6 +248,30 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
             Some(v) if v.is_empty() => Ok(default),
             Some(v) => v.trim().parse().map_err(|_| self.err(name, &v, expected)),
         }
+    }
+
+    /// A map in envconfig's syntax, `k1<sep>v1,k2<sep>v2`; items are trimmed, empty ones
+    /// skipped, and an item without the separator or with an empty key is an error.
+    fn pairs(&self, name: &str, sep: char) -> Result<Vec<(String, String)>, SettingsError> {
+        let Some(raw) = self.raw(name) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item.split_once(sep) {
+                Some((k, v)) if !k.trim().is_empty() => {
+                    out.push((k.trim().to_owned(), v.trim().to_owned()))
+                }
+                _ => {
+                    return Err(self.err(
+                        name,
+                        &raw,
+                        &format!("a list such as k1{sep}v1,k2{sep}v2"),
+                    ));
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn duration(&self, name: &str, default: Duration) -> Result<Duration, SettingsError> {
@@ -661,6 +719,49 @@ impl Settings {
             stats_flush_interval: env.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
             extra_tags,
             tracing: tracing_settings(&env)?,
+            // Rule delivery.
+            runtime_poll_interval: env
+                .duration("RUNTIME_POLL_INTERVAL", Duration::from_secs(10))?,
+            xds_node_id: env.string("CONFIG_GRPC_XDS_NODE_ID", "default"),
+            xds_node_metadata: env.pairs("CONFIG_GRPC_XDS_NODE_METADATA", '=')?,
+            xds_server_url: env.string("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"),
+            xds_connect_retry_interval: env.duration(
+                "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+                Duration::from_secs(3),
+            )?,
+            xds_additional_headers: env.pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ':')?,
+            xds_use_tls: env.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false)?,
+            xds_client_tls_cert: env.string("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""),
+            xds_client_tls_key: env.string("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""),
+            xds_server_tls_cacert: env.string("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""),
+            xds_server_tls_san: env.string("CONFIG_GRPC_XDS_SERVER_TLS_SAN", ""),
+            xds_backoff_initial: env.duration(
+                "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+                Duration::from_secs(10),
+            )?,
+            xds_backoff_max: env
+                .duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", Duration::from_secs(60))?,
+            xds_backoff_factor: {
+                let f: f64 = env.number(
+                    "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+                    0.5,
+                    "a non-negative number",
+                )?;
+                if !(f.is_finite() && f >= 0.0) {
+                    return Err(env.err(
+                        "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+                        &f.to_string(),
+                        "a non-negative number",
+                    ));
+                }
+                f
+            },
+            xds_backoff_jitter: env.boolean("XDS_CLIENT_BACKOFF_JITTER", true)?,
+            xds_max_msg_size: env.number(
+                "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+                0,
+                "a number of bytes",
+            )?,
         })
     }
 
@@ -723,6 +824,40 @@ mod tests {
                 .name,
             "HTTP_READ_TIMEOUT"
         );
+    }
+
+    #[test]
+    fn xds_settings() {
+        let s = with(&[]).unwrap();
+        assert_eq!(s.xds_server_url, "localhost:18000");
+        assert_eq!(s.xds_node_id, "default");
+        assert_eq!(s.xds_backoff_initial, Duration::from_secs(10));
+        assert_eq!(s.xds_backoff_factor, 0.5);
+        assert!(s.xds_backoff_jitter);
+        let s = with(&[
+            ("CONFIG_GRPC_XDS_NODE_METADATA", "a=1, b = two=2 ,"),
+            (
+                "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+                "authorization:Bearer x:y",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.xds_node_metadata,
+            [("a".into(), "1".into()), ("b".into(), "two=2".into())]
+        );
+        assert_eq!(
+            s.xds_additional_headers,
+            [("authorization".into(), "Bearer x:y".into())]
+        );
+        for (name, value) in [
+            ("CONFIG_GRPC_XDS_NODE_METADATA", "novalue"),
+            ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":v"),
+            ("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "-1"),
+            ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "soon"),
+        ] {
+            assert_eq!(with(&[(name, value)]).unwrap_err().name, name);
+        }
     }
 
     #[test]
