@@ -85,21 +85,25 @@ impl RlsService {
 }
 
 /// The routes of the gRPC port, and a task that mirrors [`crate::Health`] into the gRPC
-/// health service under the name `ratelimit`.
-pub fn routes(app: Arc<App>) -> Routes {
+/// health service under the name `ratelimit`. The first status is set before this returns,
+/// so a health check that arrives with the first connection never finds the service
+/// unregistered.
+pub async fn routes(app: Arc<App>) -> Routes {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let mut rx = app.health.subscribe();
+    let status = |healthy: bool| {
+        if healthy {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        }
+    };
+    let first = status(*rx.borrow_and_update());
+    reporter.set_service_status("ratelimit", first).await;
     tokio::spawn(async move {
-        loop {
-            let status = if *rx.borrow_and_update() {
-                ServingStatus::Serving
-            } else {
-                ServingStatus::NotServing
-            };
-            reporter.set_service_status("ratelimit", status).await;
-            if rx.changed().await.is_err() {
-                return;
-            }
+        while rx.changed().await.is_ok() {
+            let s = status(*rx.borrow_and_update());
+            reporter.set_service_status("ratelimit", s).await;
         }
     });
     Routes::new(rls::rate_limit_service_server::RateLimitServiceServer::new(

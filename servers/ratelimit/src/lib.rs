@@ -82,20 +82,24 @@ pub async fn serve(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Ou
         timeout,
         DRAIN,
     ));
-    let grpc = listeners.grpc.map(|(listener, tls)| {
-        let ageing = grpc::Ageing {
-            max_age: app.settings.grpc_max_connection_age,
-            grace: app.settings.grpc_max_connection_age_grace,
-        };
-        tokio::spawn(grpc::serve_grpc(
-            listener,
-            grpc::routes(app.clone()),
-            tls,
-            ageing,
-            rx.clone(),
-            DRAIN,
-        ))
-    });
+    let grpc = match listeners.grpc {
+        None => None,
+        Some((listener, tls)) => {
+            let ageing = grpc::Ageing {
+                max_age: app.settings.grpc_max_connection_age,
+                grace: app.settings.grpc_max_connection_age_grace,
+            };
+            let routes = grpc::routes(app.clone()).await;
+            Some(tokio::spawn(grpc::serve_grpc(
+                listener,
+                routes,
+                tls,
+                ageing,
+                rx.clone(),
+                DRAIN,
+            )))
+        }
+    };
     shutdown.await;
     // Unhealthy first, so that load balancers stop sending before the listeners close.
     app.health.fail_sigterm();
