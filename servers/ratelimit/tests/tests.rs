@@ -2,6 +2,7 @@
 
 mod common;
 mod envoy;
+mod fuzz_corpus;
 mod grpc_face;
 mod http_face;
 mod lifecycle;
