@@ -136,11 +136,19 @@ fn ipv4_len(s: &[u8]) -> Option<usize> {
     Some(pos)
 }
 
+#[derive(Debug, Clone)]
+enum Dynamic {
+    Rule(Arc<RuleStats>),
+    Counter(Arc<AtomicU64>),
+}
+
 /// The process-wide statistics of a limiter: per-rule counters and named counters.
 #[derive(Debug)]
 pub struct Stats {
     rules: RwLock<HashMap<String, Arc<RuleStats>>>,
     counters: RwLock<HashMap<String, Arc<AtomicU64>>>,
+    /// Stats named from request values, kept apart so that only they are evicted.
+    dynamic: RwLock<HashMap<String, Dynamic>>,
     dynamic_entries: AtomicU64,
     dynamic_cap: u64,
     dropped: AtomicU64,
@@ -183,6 +191,7 @@ impl Stats {
             service_error: named("ratelimit.service.call.should_rate_limit.service_error"),
             rules: RwLock::default(),
             counters,
+            dynamic: RwLock::default(),
             dynamic_entries: AtomicU64::new(0),
             dynamic_cap: cap,
             dropped: AtomicU64::new(0),
@@ -208,8 +217,10 @@ impl Stats {
             .clone()
     }
 
-    /// Like [`Stats::rule`] for keys built from request values: `None` once the cap is
-    /// reached (the drop is counted).
+    /// Like [`Stats::rule`] for keys built from request values. Once `cap` such stats
+    /// exist, an arbitrary one is evicted to make room (its counts are lost; the eviction is
+    /// counted in `ratelimit.service.stats_dropped`). Keys that are also configured rules
+    /// resolve to the rule's counters.
     pub fn dynamic_rule(&self, key: &str) -> Option<Arc<RuleStats>> {
         if let Some(s) = self
             .rules
@@ -219,24 +230,43 @@ impl Stats {
         {
             return Some(s.clone());
         }
-        if self.dynamic_entries.load(Relaxed) >= self.dynamic_cap {
-            self.dropped.fetch_add(1, Relaxed);
-            return None;
+        match self.dynamic(key, || Dynamic::Rule(Arc::default())) {
+            Dynamic::Rule(r) => Some(r),
+            // The name is taken by a counter; there is nothing sensible to add to.
+            Dynamic::Counter(_) => None,
         }
-        let mut rules = self.rules.write().unwrap_or_else(|e| e.into_inner());
-        Some(
-            rules
-                .entry(key.to_owned())
-                .or_insert_with(|| {
-                    self.dynamic_entries.fetch_add(1, Relaxed);
-                    Arc::default()
-                })
-                .clone(),
-        )
+    }
+
+    /// The dynamic stat named `key`, created (evicting another at the cap) when missing.
+    fn dynamic(&self, key: &str, make: impl FnOnce() -> Dynamic) -> Dynamic {
+        if let Some(d) = self
+            .dynamic
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+        {
+            return d.clone();
+        }
+        let mut map = self.dynamic.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = map.get(key) {
+            return d.clone();
+        }
+        while map.len() as u64 >= self.dynamic_cap.max(1) {
+            // hashbrown's iteration order is effectively random: a cheap random eviction.
+            let Some(victim) = map.keys().next().cloned() else {
+                break;
+            };
+            map.remove(&victim);
+            self.dropped.fetch_add(1, Relaxed);
+        }
+        let d = make();
+        map.insert(key.to_owned(), d.clone());
+        self.dynamic_entries.store(map.len() as u64, Relaxed);
+        d
     }
 
     /// A named counter, created on first use. For names built from request values use
-    /// [`Stats::dynamic_counter`].
+    /// [`Stats::dynamic_counter_add`].
     pub fn counter(&self, name: &str) -> Arc<AtomicU64> {
         if let Some(c) = self
             .counters
@@ -265,18 +295,9 @@ impl Stats {
             c.fetch_add(n, Relaxed);
             return;
         }
-        if self.dynamic_entries.load(Relaxed) >= self.dynamic_cap {
-            self.dropped.fetch_add(1, Relaxed);
-            return;
+        if let Dynamic::Counter(c) = self.dynamic(name, || Dynamic::Counter(Arc::default())) {
+            c.fetch_add(n, Relaxed);
         }
-        let mut counters = self.counters.write().unwrap_or_else(|e| e.into_inner());
-        counters
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                self.dynamic_entries.fetch_add(1, Relaxed);
-                Arc::default()
-            })
-            .fetch_add(n, Relaxed);
     }
 
     /// Number of stats created from request values so far.
@@ -295,9 +316,25 @@ impl Stats {
         {
             out.insert(k.clone(), c.load(Relaxed));
         }
-        for (k, s) in self.rules.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        let rule_fields = |out: &mut BTreeMap<String, u64>, k: &str, s: &RuleStats| {
             for (field, v) in s.fields() {
                 out.insert(format!("{RULE_PREFIX}{k}.{field}"), v);
+            }
+        };
+        for (k, s) in self.rules.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            rule_fields(&mut out, k, s);
+        }
+        for (k, d) in self
+            .dynamic
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            match d {
+                Dynamic::Rule(s) => rule_fields(&mut out, k, s),
+                Dynamic::Counter(c) => {
+                    out.insert(k.clone(), c.load(Relaxed));
+                }
             }
         }
         out.insert(
@@ -324,14 +361,31 @@ mod tests {
     }
 
     #[test]
-    fn dynamic_stats_are_capped() {
+    fn dynamic_stats_are_capped_by_eviction() {
         let s = Stats::with_dynamic_cap(3);
         for i in 0..10 {
-            s.dynamic_rule(&format!("d.k_{i}"));
+            s.dynamic_rule(&format!("d.k_{i}"))
+                .unwrap()
+                .total_hits
+                .fetch_add(1, Relaxed);
         }
+        s.dynamic_counter_add("ratelimit.service.rate_limit.x.domain_not_found", 1);
         assert_eq!(s.dynamic_entries(), 3);
-        assert_eq!(s.snapshot()["ratelimit.service.stats_dropped"], 7);
-        // Existing keys still resolve after the cap.
-        assert!(s.dynamic_rule("d.k_1").is_some());
+        assert_eq!(s.snapshot()["ratelimit.service.stats_dropped"], 8);
+        assert!(
+            s.dynamic_rule("ratelimit.service.rate_limit.x.domain_not_found")
+                .is_none()
+        );
+        // The newest key is always present.
+        assert_eq!(
+            s.snapshot()["ratelimit.service.rate_limit.x.domain_not_found"],
+            1
+        );
+        // Configured rules are never evicted.
+        let r = s.rule("d.configured");
+        for i in 0..10 {
+            s.dynamic_rule(&format!("d.z_{i}"));
+        }
+        assert!(Arc::ptr_eq(&r, &s.rule("d.configured")));
     }
 }

@@ -153,3 +153,27 @@ fn store_failures_are_errors_counted_by_type() {
     let r = block_on(l.should_rate_limit(&req("nope", "v", None))).unwrap();
     assert_eq!(r.overall_code, Code::Ok);
 }
+
+/// Upstream's memory leak with per-IP overrides (its issues #275, #1132): 100k distinct
+/// override values must not grow the statistics past the cap.
+#[test]
+fn override_stats_stay_under_the_cap() {
+    let stats = Arc::new(Stats::with_dynamic_cap(1_000));
+    let l = Limiter::builder(MemoryStore::new(), ManualClock::new(0))
+        .stats(stats.clone())
+        .yaml("p.yaml", RULES)
+        .build()
+        .unwrap();
+    for i in 0..100_000u32 {
+        let d = Descriptor::new([(
+            "remote_address",
+            format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255),
+        )])
+        .with_limit(5, ratelimit_core::Unit::Minute);
+        block_on(l.should_rate_limit(&Request::new("p", vec![d]))).unwrap();
+    }
+    assert!(stats.dynamic_entries() <= 1_000);
+    let snap = stats.snapshot();
+    assert_eq!(snap["ratelimit.service.stats_dropped"], 99_000);
+    assert!(snap.len() < 7_000, "{} statistics", snap.len());
+}

@@ -19,10 +19,19 @@ impl std::error::Error for LoadError {}
 /// Reads every `*.yaml` / `*.yml` file of the config directory, sorted by name. Each is
 /// named as upstream's runtime key: its path below `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY`
 /// with `/` turned into `.` (e.g. `config.basic.yaml`), so error messages read the same.
+///
+/// The directory is resolved once, so that when the root (or the directory) is a symlink
+/// swapped during the read, every file comes from the same side of the swap. A file that
+/// disappears between listing and reading is skipped: its removal triggers another reload.
 pub fn read_rule_files(settings: &Settings) -> Result<Vec<(String, String)>, LoadError> {
-    let dir = settings.config_dir();
-    let entries = std::fs::read_dir(&dir)
-        .map_err(|e| LoadError(format!("cannot read rule directory {}: {e}", dir.display())))?;
+    let configured = settings.config_dir();
+    let dir = std::fs::canonicalize(&configured).unwrap_or_else(|_| configured.clone());
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        LoadError(format!(
+            "cannot read rule directory {}: {e}",
+            configured.display()
+        ))
+    })?;
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| LoadError(format!("cannot list {}: {e}", dir.display())))?;
@@ -45,9 +54,9 @@ pub fn read_rule_files(settings: &Settings) -> Result<Vec<(String, String)>, Loa
         .into_iter()
         .map(|name| {
             let path = dir.join(&name);
-            let text = read_text(&path)?;
-            Ok((format!("{prefix}{name}"), text))
+            Ok(read_text(&path)?.map(|text| (format!("{prefix}{name}"), text)))
         })
+        .filter_map(Result::transpose)
         .collect()
 }
 
@@ -59,8 +68,13 @@ fn runtime_key_prefix(settings: &Settings) -> String {
     p
 }
 
-fn read_text(path: &Path) -> Result<String, LoadError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| LoadError(format!("cannot read {}: {e}", path.display())))?;
-    String::from_utf8(bytes).map_err(|_| LoadError(format!("{}: not valid UTF-8", path.display())))
+fn read_text(path: &Path) -> Result<Option<String>, LoadError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LoadError(format!("cannot read {}: {e}", path.display()))),
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| LoadError(format!("{}: not valid UTF-8", path.display())))
 }

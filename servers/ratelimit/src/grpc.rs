@@ -50,11 +50,30 @@ impl rls::rate_limit_service_server::RateLimitService for RlsService {
         request: Request<rls::RateLimitRequest>,
     ) -> Result<Response<rls::RateLimitResponse>, Status> {
         self.total_requests.fetch_add(1, Relaxed);
+        let started = std::time::Instant::now();
+        let r = self.decide(request).await;
+        self.app.metrics.response_time.observe(started.elapsed());
+        r
+    }
+}
+
+impl RlsService {
+    async fn decide(
+        &self,
+        request: Request<rls::RateLimitRequest>,
+    ) -> Result<Response<rls::RateLimitResponse>, Status> {
         let req = convert::request_from_pb(request.into_inner()).map_err(|e| {
             self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
             Status::invalid_argument(e.0)
         })?;
-        match self.app.limiter.should_rate_limit(&req).await {
+        let decision = self.app.limiter.should_rate_limit(&req);
+        let decision = crate::tracing::in_span(
+            "ShouldRateLimit",
+            &req.domain,
+            req.descriptors.len(),
+            decision,
+        );
+        match decision.await {
             Ok(resp) => Ok(Response::new(convert::response_to_pb(&resp))),
             // Upstream returns a plain Go error, which gRPC sends as UNKNOWN with the text.
             Err(e) => {

@@ -93,7 +93,10 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
         Ok(r) => r,
         Err(e) => return bad_request(&e.to_string()),
     };
-    let resp = match app.limiter.should_rate_limit(&request).await {
+    let decision = app.limiter.should_rate_limit(&request);
+    let decision =
+        crate::tracing::in_span("json", &request.domain, request.descriptors.len(), decision);
+    let resp = match decision.await {
         Ok(r) => r,
         Err(e) => {
             log::log(Level::Warn, &format!("/json: {e}"));
@@ -115,13 +118,97 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
 }
 
 /// Paths of the debug port with their help text, as listed by `/`.
-const DEBUG_PATHS: [(&str, &str); 2] = [
+const DEBUG_PATHS: [(&str, &str); 5] = [
+    (
+        "/debug/pprof/",
+        "root of various pprof endpoints. hit for help.",
+    ),
+    ("/debug/pprof/heap", "memory figures of the process"),
+    (
+        "/debug/pprof/profile",
+        "CPU profiling endpoint (?seconds=N, default 10; SVG flame graph, or ?format=text)",
+    ),
     (
         "/rlconfig",
         "print out the currently loaded configuration for debugging",
     ),
     ("/stats", "print out stats"),
 ];
+
+/// Only one CPU profile at a time: the profiler is process-wide.
+static PROFILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn cpu_profile(query: Option<&str>) -> Resp {
+    let mut seconds = 10u64;
+    let mut text_format = false;
+    for pair in query.unwrap_or("").split('&') {
+        match pair.split_once('=') {
+            Some(("seconds", v)) => match v.parse::<u64>() {
+                Ok(s) if (1..=120).contains(&s) => seconds = s,
+                _ => return text(StatusCode::BAD_REQUEST, "seconds must be 1 to 120\n"),
+            },
+            Some(("format", "text")) => text_format = true,
+            _ => {}
+        }
+    }
+    let Ok(_guard) = PROFILING.try_lock() else {
+        return text(StatusCode::CONFLICT, "a profile is already being taken\n");
+    };
+    let guard = match pprof::ProfilerGuardBuilder::default().frequency(99).build() {
+        Ok(g) => g,
+        Err(_) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot start the profiler\n",
+            );
+        }
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+    let Ok(report) = guard.report().build() else {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot build the profile\n",
+        );
+    };
+    let (body, ctype) = if text_format {
+        (
+            format!("{report:?}").into_bytes(),
+            "text/plain; charset=utf-8",
+        )
+    } else {
+        let mut svg = Vec::new();
+        if report.flamegraph(&mut svg).is_err() {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot render the flame graph\n",
+            );
+        }
+        if svg.is_empty() {
+            return text(StatusCode::OK, "no CPU samples: the process was idle\n");
+        }
+        (svg, "image/svg+xml")
+    };
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(ctype),
+    );
+    r
+}
+
+/// Resident and peak memory from the kernel's view of this process.
+fn heap_figures() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| {
+            ["VmRSS", "VmHWM", "VmSize", "VmPeak", "RssAnon", "Threads"]
+                .iter()
+                .any(|k| l.starts_with(k))
+        })
+        .map(|l| format!("{}\n", l.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect()
+}
 
 /// The debug port: `/` (index), `/rlconfig`, `/stats`.
 pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
@@ -133,27 +220,27 @@ pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
             .iter()
             .map(|(p, h)| format!("{p}: {h}\n"))
             .collect::<String>(),
+        "/debug/pprof/" | "/debug/pprof" => DEBUG_PATHS
+            .iter()
+            .filter(|(p, _)| p.starts_with("/debug/pprof/") && *p != "/debug/pprof/")
+            .map(|(p, h)| format!("{p}: {h}\n"))
+            .collect(),
+        "/debug/pprof/heap" => heap_figures(),
+        "/debug/pprof/profile" => return cpu_profile(req.uri().query()).await,
         "/rlconfig" => app.limiter.rules().map(|r| r.dump()).unwrap_or_default(),
         "/stats" => {
-            let mut all = app.limiter.stats().snapshot();
-            if let Some(lc) = app.limiter.local_cache() {
-                use std::sync::atomic::Ordering::Relaxed;
-                let s = &lc.stats;
-                for (name, v) in [
-                    ("hitCount", s.hit_count.load(Relaxed)),
-                    ("missCount", s.miss_count.load(Relaxed)),
-                    ("lookupCount", s.lookup_count.load(Relaxed)),
-                    ("entryCount", lc.entry_count() as u64),
-                    ("expiredCount", s.expired_count.load(Relaxed)),
-                    ("evacuateCount", s.evacuate_count.load(Relaxed)),
-                    ("overwriteCount", s.overwrite_count.load(Relaxed)),
-                ] {
-                    all.insert(format!("ratelimit.localcache.{name}"), v);
+            use crate::metrics::Value;
+            let mut out = String::new();
+            for (k, v) in app.metrics.collect() {
+                match v {
+                    Value::Counter(n) | Value::Gauge(n) => out.push_str(&format!("{k}: {n}\n")),
+                    Value::Timer(h) => out.push_str(&format!(
+                        "{k}: count={} sum_seconds={:.6}\n",
+                        h.count, h.sum
+                    )),
                 }
             }
-            all.into_iter()
-                .map(|(k, v)| format!("{k}: {v}\n"))
-                .collect()
+            out
         }
         _ => return text(StatusCode::NOT_FOUND, "404 page not found\n"),
     };
@@ -213,4 +300,24 @@ pub async fn serve_http<H, Fut>(
     }
     drop(listener);
     let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+}
+
+/// The Prometheus scrape endpoint: the text exposition of every statistic at `path`.
+pub fn prometheus_response(
+    req: &Request<Incoming>,
+    path: &str,
+    metrics: &crate::metrics::Metrics,
+    mappings: &[crate::metrics::prometheus::Mapping],
+    millis: bool,
+) -> Resp {
+    if req.uri().path() != path {
+        return text(StatusCode::NOT_FOUND, "404 page not found\n");
+    }
+    let body = crate::metrics::prometheus::render(&metrics.collect(), mappings, millis);
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
 }

@@ -9,15 +9,19 @@
 //! server on `127.0.0.1:0`.
 #![forbid(unsafe_code)]
 
+pub mod checkconfig;
 pub mod convert;
 pub mod files;
 pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod pb;
+pub mod provider;
 pub mod settings;
 pub mod tls;
+pub mod tracing;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +44,8 @@ pub struct App {
     pub health: Health,
     /// The settings the server started with.
     pub settings: Settings,
+    /// Statistics for the sinks and the debug port.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// The sockets the server answers on.

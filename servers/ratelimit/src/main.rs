@@ -8,12 +8,17 @@ use ratelimit_backends::{MemcachedStore, MemoryStore, RedisStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
 use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
-use ratelimit_server::settings::{BackendType, ConfigType};
+use ratelimit_server::metrics::Metrics;
+use ratelimit_server::settings::{BackendType, StatsSink};
 use ratelimit_server::tls::{self, TlsFiles};
-use ratelimit_server::{App, Health, Listeners, Settings, files, serve};
+use ratelimit_server::{App, Health, Listeners, Settings, provider, serve};
 use tokio::net::TcpListener;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("check-config") {
+        return ratelimit_server::checkconfig::main(&args[2..]);
+    }
     let settings = match Settings::from_env() {
         Ok(s) => s,
         Err(e) => {
@@ -46,11 +51,12 @@ async fn run(settings: Settings) -> Result<(), String> {
     for w in &settings.warnings {
         log::log(Level::Warn, w);
     }
+    let mut redis_handle: Option<Arc<RedisStore>> = None;
     let store: Arc<dyn CounterStore> = match settings.backend_type {
         BackendType::Memory => Arc::new(MemoryStore::new()),
         BackendType::Redis => {
             let retry = |m: &str| log::log(Level::Warn, m);
-            Arc::new(
+            let r = Arc::new(
                 RedisStore::connect(
                     settings.redis.clone(),
                     settings.redis_per_second.clone(),
@@ -59,40 +65,34 @@ async fn run(settings: Settings) -> Result<(), String> {
                 )
                 .await
                 .map_err(|e| format!("cannot connect to redis: {e}"))?,
-            )
+            );
+            redis_handle = Some(r.clone());
+            r
         }
         BackendType::Memcache => {
             Arc::new(MemcachedStore::new(settings.memcache.clone()).map_err(|e| e.to_string())?)
         }
     };
-    if settings.config_type != ConfigType::File {
-        return Err(
-            "CONFIG_TYPE=GRPC_XDS_SOTW is not built yet in this version; use CONFIG_TYPE=FILE"
-                .into(),
-        );
-    }
+    // Spans for store calls only when tracing is on: the wrapper costs a span per call.
+    let tracer_provider = if settings.tracing.enabled {
+        Some(ratelimit_server::tracing::init(&settings.tracing)?)
+    } else {
+        None
+    };
+    let store: Arc<dyn CounterStore> = if tracer_provider.is_some() {
+        Arc::new(ratelimit_server::tracing::TracedStore(store))
+    } else {
+        store
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let stats = Arc::new(Stats::with_dynamic_cap(settings.stats_dynamic_cap));
+    let metrics = Arc::new(Metrics::new(stats.clone()));
     let limiter = Limiter::builder(store, clock)
         .settings(settings.limiter.clone())
         .stats(stats)
         .build()
         .map_err(|e| e.to_string())?;
     let health = Health::new(settings.healthy_with_at_least_one_config_loaded);
-
-    let files = files::read_rule_files(&settings).map_err(|e| e.to_string())?;
-    limiter
-        .reload_yaml(
-            files.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-            settings.merge_domain_config,
-        )
-        .map_err(|e| format!("error loading rate limit configuration: {e}"))?;
-    let domains = limiter.rules().map_or(0, |r| r.domain_count());
-    health.set_config(domains > 0 || !settings.healthy_with_at_least_one_config_loaded);
-    log::log(
-        Level::Info,
-        &format!("loaded {} rule file(s), {domains} domain(s)", files.len()),
-    );
 
     let tls = if settings.grpc_server_use_tls {
         if settings.grpc_server_tls_cert.is_empty() || settings.grpc_server_tls_key.is_empty() {
@@ -117,6 +117,16 @@ async fn run(settings: Settings) -> Result<(), String> {
         None
     };
 
+    // Rules before listeners: without FORCE_START_WITHOUT_INITIAL_CONFIG no listener opens
+    // before a configuration is loaded.
+    let app = Arc::new(App {
+        limiter,
+        health,
+        settings: settings.clone(),
+        metrics: metrics.clone(),
+    });
+    provider::start(app.clone()).await?;
+
     let http = bind(&settings.host, settings.port).await?;
     let debug = bind(&settings.debug_host, settings.debug_port).await?;
     let (grpc, grpc_addr) = if settings.grpc_uds.is_empty() {
@@ -130,17 +140,55 @@ async fn run(settings: Settings) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on unix socket {}: {e}", settings.grpc_uds))?;
         (GrpcListener::Unix(l), format!("unix:{}", settings.grpc_uds))
     };
+    let shutdown = shutdown_signal();
     // Tests and operators read the bound addresses from this line (ports may be 0).
     eprintln!(
         "ratelimit: listening http={} debug={} grpc={grpc_addr}",
         http.local_addr().map_err(|e| e.to_string())?,
         debug.local_addr().map_err(|e| e.to_string())?
     );
-    let app = Arc::new(App {
-        limiter,
-        health,
-        settings,
-    });
+    if let Some(r) = redis_handle {
+        metrics.add_gauges(move |out| {
+            let (main, per_second) = r.active_connections();
+            out.push(("ratelimit.redis_pool.cx_active".into(), main as u64));
+            if per_second > 0 {
+                out.push((
+                    "ratelimit.redis_per_second_pool.cx_active".into(),
+                    per_second as u64,
+                ));
+            }
+        });
+    }
+    let prometheus = match &settings.stats_sink {
+        StatsSink::Prometheus { addr, .. } => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on PROMETHEUS_ADDR {addr}: {e}"))?,
+        ),
+        _ => None,
+    };
+    if let Some(lc_app) = app.limiter.local_cache().map(|_| app.clone()) {
+        metrics.add_gauges(move |out| {
+            use std::sync::atomic::Ordering::Relaxed;
+            let Some(lc) = lc_app.limiter.local_cache() else {
+                return;
+            };
+            let s = &lc.stats;
+            for (name, v) in [
+                ("hitCount", s.hit_count.load(Relaxed)),
+                ("missCount", s.miss_count.load(Relaxed)),
+                ("lookupCount", s.lookup_count.load(Relaxed)),
+                ("entryCount", lc.entry_count() as u64),
+                ("expiredCount", s.expired_count.load(Relaxed)),
+                ("evacuateCount", s.evacuate_count.load(Relaxed)),
+                ("overwriteCount", s.overwrite_count.load(Relaxed)),
+            ] {
+                out.push((format!("ratelimit.localcache.{name}"), v));
+            }
+        });
+    }
+    let (stats_stop, stats_stopped) = tokio::sync::watch::channel(false);
+    let sink_task = start_sink(&app, prometheus, stats_stopped).await?;
     // The store's health (e.g. REDIS_HEALTH_CHECK_ACTIVE_CONNECTION) feeds the health faces.
     let watched = app.clone();
     tokio::spawn(async move {
@@ -158,11 +206,88 @@ async fn run(settings: Settings) -> Result<(), String> {
             debug,
             grpc: Some((grpc, tls)),
         },
-        shutdown_signal(),
+        shutdown,
     )
     .await;
+    let _ = stats_stop.send(true);
+    if let Some(t) = sink_task {
+        // A last flush so that the final counts are not lost.
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
+    if let Some(p) = tracer_provider {
+        // Sends what the batch processor still holds.
+        let _ = tokio::task::spawn_blocking(move || p.shutdown()).await;
+    }
     log::log(Level::Info, "stopped");
     Ok(())
+}
+
+/// Starts the statistics sink chosen by the settings.
+async fn start_sink(
+    app: &Arc<App>,
+    prometheus: Option<TcpListener>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+    use ratelimit_server::metrics::statsd::{self, Flavor};
+    let s = &app.settings;
+    let push = |flavor: Flavor, target: Option<std::net::SocketAddr>| {
+        tokio::spawn(statsd::run(
+            app.metrics.clone(),
+            flavor,
+            target,
+            s.stats_flush_interval,
+            s.extra_tags.clone(),
+            stop.clone(),
+        ))
+    };
+    let resolve = |t: &str| {
+        use std::net::ToSocketAddrs;
+        t.to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("cannot resolve STATSD_HOST:STATSD_PORT {t}"))
+    };
+    Ok(match &s.stats_sink {
+        StatsSink::Null => None,
+        StatsSink::Log => Some(push(Flavor::Log, None)),
+        StatsSink::Statsd(t) => Some(push(Flavor::Statsd, Some(resolve(t)?))),
+        StatsSink::DogStatsd(t, m) => Some(push(Flavor::Dog(m.clone()), Some(resolve(t)?))),
+        StatsSink::Prometheus {
+            path,
+            mappings,
+            millis,
+            ..
+        } => {
+            let Some(listener) = prometheus else {
+                return Ok(None);
+            };
+            eprintln!(
+                "ratelimit: listening prometheus={}",
+                listener.local_addr().map_err(|e| e.to_string())?
+            );
+            let (path, mappings, millis, metrics) = (
+                path.clone(),
+                Arc::new(mappings.clone()),
+                *millis,
+                app.metrics.clone(),
+            );
+            let handler = move |req: http::Request<hyper::body::Incoming>| {
+                let (path, mappings, metrics) = (path.clone(), mappings.clone(), metrics.clone());
+                async move {
+                    ratelimit_server::http::prometheus_response(
+                        &req, &path, &metrics, &mappings, millis,
+                    )
+                }
+            };
+            Some(tokio::spawn(ratelimit_server::http::serve_http(
+                listener,
+                handler,
+                stop,
+                Duration::from_secs(30),
+                Duration::from_secs(2),
+            )))
+        }
+    })
 }
 
 async fn bind(host: &str, port: u16) -> Result<TcpListener, String> {
@@ -171,18 +296,23 @@ async fn bind(host: &str, port: u16) -> Result<TcpListener, String> {
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))
 }
 
-async fn shutdown_signal() {
+/// Registers the handlers now (not when first polled), so that a signal arriving right
+/// after the listeners are announced still drains instead of killing the process.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the process still stops on SIGTERM's default action.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            // Without signal handlers the process still stops on SIGTERM's default action.
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        log::log(Level::Info, "termination signal received, draining");
     }
-    log::log(Level::Info, "termination signal received, draining");
 }

@@ -136,6 +136,72 @@ pub struct Settings {
     pub memcache: MemcachedSettings,
     /// Problems worth a warning at startup (deprecated settings and the like).
     pub warnings: Vec<String>,
+    /// Where statistics go (`USE_STATSD`, `USE_DOG_STATSD`, `USE_PROMETHEUS`, ...).
+    pub stats_sink: StatsSink,
+    /// `STATS_FLUSH_INTERVAL`
+    pub stats_flush_interval: Duration,
+    /// `EXTRA_TAGS`
+    pub extra_tags: Vec<(String, String)>,
+    /// `TRACING_*`
+    pub tracing: crate::tracing::TracingSettings,
+    // Rule delivery: the file watcher's fallback and the xDS client.
+    /// `RUNTIME_POLL_INTERVAL` (10s, our addition): how often the rule directory is also
+    /// compared against its last loaded state, in case a change event was missed; 0 = never.
+    pub runtime_poll_interval: Duration,
+    /// `CONFIG_GRPC_XDS_NODE_ID`
+    pub xds_node_id: String,
+    /// `CONFIG_GRPC_XDS_NODE_METADATA`: `k1=v1,k2=v2`.
+    pub xds_node_metadata: Vec<(String, String)>,
+    /// `CONFIG_GRPC_XDS_SERVER_URL`: `host:port`, or a URL with `http://` / `https://`.
+    pub xds_server_url: String,
+    /// `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL`: pause between failed connects.
+    pub xds_connect_retry_interval: Duration,
+    /// `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS`: `k1:v1,k2:v2`, sent as gRPC metadata.
+    pub xds_additional_headers: Vec<(String, String)>,
+    /// `CONFIG_GRPC_XDS_SERVER_USE_TLS`
+    pub xds_use_tls: bool,
+    /// `CONFIG_GRPC_XDS_CLIENT_TLS_CERT`: client certificate (PEM) for mutual TLS.
+    pub xds_client_tls_cert: String,
+    /// `CONFIG_GRPC_XDS_CLIENT_TLS_KEY`: its private key (PEM).
+    pub xds_client_tls_key: String,
+    /// `CONFIG_GRPC_XDS_SERVER_TLS_CACERT`: CA bundle for the server's certificate.
+    pub xds_server_tls_cacert: String,
+    /// `CONFIG_GRPC_XDS_SERVER_TLS_SAN`: name to verify instead of the URL's host.
+    pub xds_server_tls_san: String,
+    /// `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL` (10s)
+    pub xds_backoff_initial: Duration,
+    /// `XDS_CLIENT_BACKOFF_MAX_INTERVAL` (60s)
+    pub xds_backoff_max: Duration,
+    /// `XDS_CLIENT_BACKOFF_RANDOM_FACTOR` (0.5): the growth factor per failed attempt.
+    pub xds_backoff_factor: f64,
+    /// `XDS_CLIENT_BACKOFF_JITTER` (true)
+    pub xds_backoff_jitter: bool,
+    /// `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES` (0 = gRPC's 4 MiB).
+    pub xds_max_msg_size: usize,
+}
+
+/// The one statistics sink in use.
+#[derive(Debug, Clone)]
+pub enum StatsSink {
+    /// `DISABLE_STATS=true`.
+    Null,
+    /// `USE_STATSD=false` and no other sink: statistics go to the log.
+    Log,
+    /// statsd over TCP at `STATSD_HOST:STATSD_PORT`.
+    Statsd(String),
+    /// DogStatsD over UDP at `STATSD_HOST:STATSD_PORT`, with mogrifiers.
+    DogStatsd(String, Vec<crate::metrics::statsd::Mogrifier>),
+    /// A Prometheus endpoint.
+    Prometheus {
+        /// `PROMETHEUS_ADDR` (Go's `:9090` form accepted).
+        addr: String,
+        /// `PROMETHEUS_PATH`
+        path: String,
+        /// `PROMETHEUS_MAPPER_YAML` (read and checked at start).
+        mappings: Vec<crate::metrics::prometheus::Mapping>,
+        /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`
+        millis: bool,
+    },
 }
 
 /// Reads variables through `lookup` so that tests need not touch the process environment.
@@ -182,6 +248,30 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
             Some(v) if v.is_empty() => Ok(default),
             Some(v) => v.trim().parse().map_err(|_| self.err(name, &v, expected)),
         }
+    }
+
+    /// A map in envconfig's syntax, `k1<sep>v1,k2<sep>v2`; items are trimmed, empty ones
+    /// skipped, and an item without the separator or with an empty key is an error.
+    fn pairs(&self, name: &str, sep: char) -> Result<Vec<(String, String)>, SettingsError> {
+        let Some(raw) = self.raw(name) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item.split_once(sep) {
+                Some((k, v)) if !k.trim().is_empty() => {
+                    out.push((k.trim().to_owned(), v.trim().to_owned()))
+                }
+                _ => {
+                    return Err(self.err(
+                        name,
+                        &raw,
+                        &format!("a list such as k1{sep}v1,k2{sep}v2"),
+                    ));
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn duration(&self, name: &str, default: Duration) -> Result<Duration, SettingsError> {
@@ -282,6 +372,130 @@ fn redis_settings<F: Fn(&str) -> Option<String>>(
         health_check_active_connection: env
             .boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false)?,
         fail_fast_when_disconnected: env.boolean("REDIS_FAIL_FAST_WHEN_DISCONNECTED", false)?,
+    })
+}
+
+fn stats_sink<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<StatsSink, SettingsError> {
+    use crate::metrics::{prometheus, statsd};
+    if env.boolean("DISABLE_STATS", false)? {
+        return Ok(StatsSink::Null);
+    }
+    let dog = env.boolean("USE_DOG_STATSD", false)?;
+    let prom = env.boolean("USE_PROMETHEUS", false)?;
+    // USE_STATSD defaults to true; only an explicit true conflicts with another sink.
+    let statsd_explicit = env.raw("USE_STATSD").is_some() && env.boolean("USE_STATSD", true)?;
+    let statsd_on = env.boolean("USE_STATSD", true)?;
+    if [dog, prom, statsd_explicit].iter().filter(|x| **x).count() > 1 {
+        return Err(env.err(
+            "USE_STATSD",
+            &env.string("USE_STATSD", ""),
+            "Error: unable to use more than one stats sink at the same time. Set one of USE_DOG_STATSD, USE_STATSD, USE_PROMETHEUS.",
+        ));
+    }
+    let target = format!(
+        "{}:{}",
+        env.string("STATSD_HOST", "localhost"),
+        env.number::<u16>("STATSD_PORT", 8125, "a port number")?
+    );
+    if dog {
+        let names = env.string("USE_DOG_STATSD_MOGRIFIERS", "");
+        let mut mogrifiers = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let var = |part: &str| format!("DOG_STATSD_MOGRIFIER_{name}_{part}");
+            let pattern_raw = env.string(&var("PATTERN"), "");
+            let pattern = regex::Regex::new(&pattern_raw).map_err(|e| {
+                env.err(
+                    &var("PATTERN"),
+                    &pattern_raw,
+                    &format!("a regular expression ({e})"),
+                )
+            })?;
+            let new_name = env.string(&var("NAME"), "");
+            if pattern_raw.is_empty() || new_name.is_empty() {
+                return Err(env.err(
+                    &var("NAME"),
+                    &new_name,
+                    "a pattern and a name for every mogrifier",
+                ));
+            }
+            let tags_raw = env.string(&var("TAGS"), "");
+            let tags = crate::metrics::parse_tags(&tags_raw)
+                .map_err(|e| env.err(&var("TAGS"), &tags_raw, &format!("k1:$1,k2:$2 ({e})")))?;
+            mogrifiers.push(statsd::Mogrifier {
+                pattern,
+                name: new_name,
+                tags,
+            });
+        }
+        return Ok(StatsSink::DogStatsd(target, mogrifiers));
+    }
+    if prom {
+        let mut addr = env.string("PROMETHEUS_ADDR", ":9090");
+        if addr.starts_with(':') {
+            addr = format!("0.0.0.0{addr}");
+        }
+        let mapper = env.string("PROMETHEUS_MAPPER_YAML", "");
+        let mappings = if mapper.is_empty() {
+            prometheus::default_mappings()
+        } else {
+            let text = std::fs::read_to_string(&mapper).map_err(|e| {
+                env.err(
+                    "PROMETHEUS_MAPPER_YAML",
+                    &mapper,
+                    &format!("a readable mapper file ({e})"),
+                )
+            })?;
+            prometheus::parse_mapper(&text).map_err(|e| {
+                env.err(
+                    "PROMETHEUS_MAPPER_YAML",
+                    &mapper,
+                    &format!("a valid mapper file ({e})"),
+                )
+            })?
+        };
+        return Ok(StatsSink::Prometheus {
+            addr,
+            path: env.string("PROMETHEUS_PATH", "/metrics"),
+            mappings,
+            millis: env.boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", false)?,
+        });
+    }
+    Ok(if statsd_on {
+        StatsSink::Statsd(target)
+    } else {
+        StatsSink::Log
+    })
+}
+
+fn tracing_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+) -> Result<crate::tracing::TracingSettings, SettingsError> {
+    let proto = env.string("TRACING_EXPORTER_PROTOCOL", "http");
+    let grpc = match proto.as_str() {
+        "http" | "" => false,
+        "grpc" => true,
+        _ => return Err(env.err("TRACING_EXPORTER_PROTOCOL", &proto, "http or grpc")),
+    };
+    let rate: f64 = env.number("TRACING_SAMPLING_RATE", 1.0, "a number between 0 and 1")?;
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(env.err(
+            "TRACING_SAMPLING_RATE",
+            &rate.to_string(),
+            "a number between 0 and 1",
+        ));
+    }
+    let instance = env.string("TRACING_SERVICE_INSTANCE_ID", "");
+    Ok(crate::tracing::TracingSettings {
+        enabled: env.boolean("TRACING_ENABLED", false)?,
+        grpc,
+        service_name: env.string("TRACING_SERVICE_NAME", "RateLimit"),
+        service_namespace: env.string("TRACING_SERVICE_NAMESPACE", ""),
+        instance_id: if instance.is_empty() {
+            crate::tracing::random_uuid()
+        } else {
+            instance
+        },
+        sampling_rate: rate,
     })
 }
 
@@ -457,6 +671,10 @@ impl Settings {
             max_elapsed: env.duration("REDIS_STARTUP_MAX_ELAPSED_TIME", Duration::ZERO)?,
         };
         let memcache = memcache_settings(&env, backend_type)?;
+        let stats_sink = stats_sink(&env)?;
+        let extra_tags_raw = env.string("EXTRA_TAGS", "");
+        let extra_tags = crate::metrics::parse_tags(&extra_tags_raw)
+            .map_err(|e| env.err("EXTRA_TAGS", &extra_tags_raw, &format!("k1:v1,k2:v2 ({e})")))?;
         Ok(Settings {
             host: env.string("HOST", "0.0.0.0"),
             port: env.number("PORT", 8080, "a port number")?,
@@ -497,6 +715,53 @@ impl Settings {
             redis_startup,
             memcache,
             warnings,
+            stats_sink,
+            stats_flush_interval: env.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
+            extra_tags,
+            tracing: tracing_settings(&env)?,
+            // Rule delivery.
+            runtime_poll_interval: env
+                .duration("RUNTIME_POLL_INTERVAL", Duration::from_secs(10))?,
+            xds_node_id: env.string("CONFIG_GRPC_XDS_NODE_ID", "default"),
+            xds_node_metadata: env.pairs("CONFIG_GRPC_XDS_NODE_METADATA", '=')?,
+            xds_server_url: env.string("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"),
+            xds_connect_retry_interval: env.duration(
+                "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+                Duration::from_secs(3),
+            )?,
+            xds_additional_headers: env.pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ':')?,
+            xds_use_tls: env.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false)?,
+            xds_client_tls_cert: env.string("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""),
+            xds_client_tls_key: env.string("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""),
+            xds_server_tls_cacert: env.string("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""),
+            xds_server_tls_san: env.string("CONFIG_GRPC_XDS_SERVER_TLS_SAN", ""),
+            xds_backoff_initial: env.duration(
+                "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+                Duration::from_secs(10),
+            )?,
+            xds_backoff_max: env
+                .duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", Duration::from_secs(60))?,
+            xds_backoff_factor: {
+                let f: f64 = env.number(
+                    "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+                    0.5,
+                    "a non-negative number",
+                )?;
+                if !(f.is_finite() && f >= 0.0) {
+                    return Err(env.err(
+                        "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+                        &f.to_string(),
+                        "a non-negative number",
+                    ));
+                }
+                f
+            },
+            xds_backoff_jitter: env.boolean("XDS_CLIENT_BACKOFF_JITTER", true)?,
+            xds_max_msg_size: env.number(
+                "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+                0,
+                "a number of bytes",
+            )?,
         })
     }
 
@@ -559,6 +824,40 @@ mod tests {
                 .name,
             "HTTP_READ_TIMEOUT"
         );
+    }
+
+    #[test]
+    fn xds_settings() {
+        let s = with(&[]).unwrap();
+        assert_eq!(s.xds_server_url, "localhost:18000");
+        assert_eq!(s.xds_node_id, "default");
+        assert_eq!(s.xds_backoff_initial, Duration::from_secs(10));
+        assert_eq!(s.xds_backoff_factor, 0.5);
+        assert!(s.xds_backoff_jitter);
+        let s = with(&[
+            ("CONFIG_GRPC_XDS_NODE_METADATA", "a=1, b = two=2 ,"),
+            (
+                "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+                "authorization:Bearer x:y",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.xds_node_metadata,
+            [("a".into(), "1".into()), ("b".into(), "two=2".into())]
+        );
+        assert_eq!(
+            s.xds_additional_headers,
+            [("authorization".into(), "Bearer x:y".into())]
+        );
+        for (name, value) in [
+            ("CONFIG_GRPC_XDS_NODE_METADATA", "novalue"),
+            ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":v"),
+            ("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "-1"),
+            ("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "soon"),
+        ] {
+            assert_eq!(with(&[(name, value)]).unwrap_err().name, name);
+        }
     }
 
     #[test]

@@ -399,3 +399,37 @@ async fn sigterm_turns_health_not_serving_before_draining() {
         .unwrap();
     assert_eq!(next.status(), ServingStatus::NotServing);
 }
+
+#[tokio::test]
+async fn connections_are_aged_out_and_clients_reconnect() {
+    let srv = start(
+        &[("rl.yaml", RULES)],
+        &[
+            ("GRPC_MAX_CONNECTION_AGE", "1s"),
+            ("GRPC_MAX_CONNECTION_AGE_GRACE", "1s"),
+        ],
+    );
+    // A raw HTTP/2 connection: its driver ends when the server sends GOAWAY and closes.
+    let stream = tokio::net::TcpStream::connect(&srv.grpc).await.unwrap();
+    let (_send, conn) =
+        hyper::client::conn::http2::handshake::<_, _, http_body_util::Full<bytes::Bytes>>(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(10), conn).await;
+    assert!(ended.is_ok(), "the connection was never aged out");
+    let age = t.elapsed();
+    assert!(
+        age >= Duration::from_millis(850),
+        "closed too early: {age:?}"
+    );
+    // A channel keeps working across the server-initiated reconnects.
+    let ch = channel(&srv.grpc).await;
+    for _ in 0..3 {
+        assert!(call(&ch, &req("rl", &[("free", "x")])).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
+}

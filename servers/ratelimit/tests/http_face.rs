@@ -126,6 +126,39 @@ fn debug_port_lists_paths_rules_and_counters() {
         "{index}"
     );
     assert!(index.contains("/stats: print out stats\n"), "{index}");
+    assert!(
+        index.contains("/debug/pprof/: root of various pprof endpoints. hit for help.\n"),
+        "{index}"
+    );
+    let heap = request(srv.debug, "GET", "/debug/pprof/heap", b"").text();
+    assert!(heap.contains("VmRSS:"), "{heap}");
+    // Keep the server busy while it profiles itself, so that there are samples.
+    let http = srv.http;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                post_json(
+                    http,
+                    r#"{"domain":"busy","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}"#,
+                );
+            }
+        })
+    };
+    let prof = request(srv.debug, "GET", "/debug/pprof/profile?seconds=2", b"");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    assert_eq!(prof.status, 200);
+    assert!(
+        prof.text().contains("<svg"),
+        "a flame graph: {}",
+        prof.text()
+    );
+    assert_eq!(
+        request(srv.debug, "GET", "/debug/pprof/profile?seconds=0", b"").status,
+        400
+    );
 
     let rl = request(srv.debug, "GET", "/rlconfig", b"").text();
     assert_eq!(
@@ -143,6 +176,7 @@ fn debug_port_lists_paths_rules_and_counters() {
         "ratelimit.service.rate_limit.rl.api_key.over_limit: 1\n",
         "ratelimit.service.rate_limit.rl.api_key.within_limit: 2\n",
         "ratelimit.service.config_load_success: 1\n",
+        "ratelimit.service.rate_limit.busy.domain_not_found: ",
     ] {
         assert!(stats.contains(line), "missing {line:?} in\n{stats}");
     }

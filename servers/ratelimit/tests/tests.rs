@@ -1,14 +1,21 @@
 //! Black-box tests: the real `ratelimit` binary on loopback ports.
 
+mod check_config;
 mod common;
 mod envoy;
 mod fuzz_corpus;
 mod grpc_face;
+mod health_states;
 mod http_face;
 mod lifecycle;
+mod observability;
+mod rules_files;
+mod rules_util;
+mod rules_xds;
 mod stores;
 // The store launchers of ratelimit-backends' tests, shared rather than copied.
 #[path = "../../../ratelimit-backends/tests/servers.rs"]
 #[allow(dead_code)]
 mod store_servers;
 mod tls;
+mod tracing_otlp;

@@ -75,15 +75,41 @@ enum Route {
 
 /// Routes one request.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    if req.uri().path() == app.settings.metrics_path && req.method() == Method::GET {
+        return respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            app.metrics.render(&app.stats),
+        );
+    }
     let path = req.uri().path().trim_start_matches('/').to_string();
     if path == "healthz" {
         let s = &app.stats;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let outputs: serde_json::Map<String, serde_json::Value> = app
+            .metrics
+            .outputs
+            .iter()
+            .map(|(name, c)| {
+                (
+                    name.to_string(),
+                    serde_json::json!({
+                        "rendered": load(&c.rendered),
+                        "sent": load(&c.sent),
+                        "failed": load(&c.failed),
+                        "dropped": load(&c.dropped),
+                        "retries": load(&c.retries),
+                    }),
+                )
+            })
+            .collect();
         return json(serde_json::json!({
             "status": "ok",
-            "received": s.received.load(Ordering::Relaxed),
-            "rendered": s.rendered.load(Ordering::Relaxed),
-            "failed": s.failed.load(Ordering::Relaxed),
-            "dropped": s.dropped.load(Ordering::Relaxed),
+            "received": load(&s.received),
+            "rendered": load(&s.rendered),
+            "failed": load(&s.failed),
+            "dropped": load(&s.dropped),
+            "outputs": outputs,
         }));
     }
     let route = if app.settings.k8s_paths.contains(&path) {
@@ -113,6 +139,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
             "invalid Content-Type, expect application/json\n".into(),
         );
     }
+    let trace_id = req
+        .headers()
+        .get(app.settings.trace_header.as_str())
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
@@ -144,7 +175,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
                 match review.event {
                     // Dry runs are not real changes; the API server may send them repeatedly.
                     Some(_) if review.dry_run => {}
-                    Some(ev) => app.dispatch(vec![ev]),
+                    Some(ev) => app.dispatch(vec![ev], trace_id),
                     None => {}
                 }
                 json(answer)
@@ -153,7 +184,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
         },
         Route::Alertmanager => match parse_alertmanager(&body, &arrival) {
             Ok(events) => {
-                app.dispatch(events);
+                app.dispatch(events, trace_id);
                 json(serde_json::json!({"Message": "OK"}))
             }
             Err(e) => bad(e),

@@ -70,6 +70,20 @@ fn main() -> ExitCode {
             &[("listen", &local)],
         );
         serve(Arc::clone(&app), listener, shutdown_signal()).await;
+        let limit = app.settings.delivery.drain;
+        app.log.log(
+            Level::Info,
+            &format!("stopping: delivering queued messages (up to {limit:?})"),
+            &[],
+        );
+        let left = app.drain(limit).await;
+        if left > 0 {
+            app.log.log(
+                Level::Warn,
+                &format!("stopped with {left} messages undelivered"),
+                &[],
+            );
+        }
         ExitCode::SUCCESS
     })
 }

@@ -1,6 +1,5 @@
-//! Chat channels: render each event with the channel's message template, choose targets
-//! with its selector template, and hand the result to stdout. (Senders to the chat APIs
-//! are not built yet; see docs/relay-templates.md.)
+//! Outputs: render each event with the output's message template and choose targets with
+//! its selector template. Delivery is in `deliver`.
 
 use std::sync::Arc;
 
@@ -12,7 +11,7 @@ use crate::settings::{Channel, ChannelKind};
 /// One message for one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
-    /// Channel product name (`telegram`, `slack`, `workchat`).
+    /// Output name (`telegram`, `slack`, `workchat`, `nats`, `collector`).
     pub output: &'static str,
     /// Target URL (tokens redacted when logged).
     pub target: String,
@@ -89,6 +88,11 @@ impl ChannelOutput {
     /// The channel's product name.
     pub fn name(&self) -> &'static str {
         self.kind.name()
+    }
+
+    /// The channel's kind.
+    pub fn kind(&self) -> ChannelKind {
+        self.kind
     }
 
     /// Renders one event: the deliveries, or why there are none. `on_selector_error`

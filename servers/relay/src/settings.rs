@@ -24,6 +24,7 @@ const FLAGS: &[&str] = &[
     "http-listen",
     "http-k8s-url",
     "http-alertmanager-url",
+    "http-header-trace-id",
     "template-time-format",
     "stdout-format",
     "stdout-level",
@@ -37,6 +38,7 @@ const FLAGS: &[&str] = &[
     "telegram-timeout",
     "telegram-alert-expression",
     "telegram-disable-notification",
+    "telegram-ratelimit",
     "slack-url",
     "slack-message-template",
     "slack-selector-template",
@@ -50,6 +52,29 @@ const FLAGS: &[&str] = &[
     "workchat-notification-type",
     "grafana-url",
     "grafana-api-key",
+    "grafana-timeout",
+    "grafana-datasource",
+    "grafana-org",
+    "grafana-period",
+    "grafana-image-width",
+    "grafana-image-height",
+    "nats-url",
+    "nats-subject",
+    "nats-message-template",
+    "nats-selector-template",
+    "nats-timeout",
+    "collector-address",
+    "collector-message-template",
+    "collector-selector-template",
+    "output-queue-size",
+    "output-retries",
+    "output-backoff-ms",
+    "output-max-retry-after",
+    "output-drain-timeout",
+    "prometheus-url",
+    "opentelemetry-endpoint",
+    "opentelemetry-service-name",
+    "opentelemetry-flush-ms",
 ];
 
 /// Which chat product a channel talks to.
@@ -61,6 +86,10 @@ pub enum ChannelKind {
     Slack,
     /// Workplace chat.
     Workchat,
+    /// NATS subject (publish).
+    Nats,
+    /// The original's monitoring collector: one UDP datagram per event.
+    Collector,
 }
 
 impl ChannelKind {
@@ -70,7 +99,17 @@ impl ChannelKind {
             ChannelKind::Telegram => "telegram",
             ChannelKind::Slack => "slack",
             ChannelKind::Workchat => "workchat",
+            ChannelKind::Nats => "nats",
+            ChannelKind::Collector => "collector",
         }
+    }
+
+    /// Whether the channel can carry an alert image.
+    pub fn is_chat(self) -> bool {
+        matches!(
+            self,
+            ChannelKind::Telegram | ChannelKind::Slack | ChannelKind::Workchat
+        )
     }
 }
 
@@ -79,8 +118,11 @@ impl ChannelKind {
 pub struct Channel {
     /// The product.
     pub kind: ChannelKind,
-    /// Default target URL (a selector may choose others).
+    /// Default target (a selector may choose others): the chat URL, the NATS subject or
+    /// the collector's `host:port`.
     pub url: String,
+    /// The NATS server URL (NATS only).
+    pub server: String,
     /// Message template: a file path if such a file exists, else the template text.
     pub message_template: String,
     /// Selector template (same rule), empty for none.
@@ -109,6 +151,8 @@ pub struct Settings {
     pub k8s_paths: Vec<String>,
     /// Paths accepting Alertmanager notifications.
     pub alertmanager_paths: Vec<String>,
+    /// Request header carrying a trace id (32 hex digits) to continue.
+    pub trace_header: String,
     /// Go layout of the event `time` field and of `timeFormat` input.
     pub time_format: String,
     /// stdout line format.
@@ -117,8 +161,42 @@ pub struct Settings {
     pub stdout_level: String,
     /// Template for [`StdoutFormat::Template`].
     pub stdout_template: String,
-    /// Enabled chat channels.
+    /// Enabled outputs.
     pub channels: Vec<Channel>,
+    /// Alert images, when `--grafana-url` is set.
+    pub grafana: Option<crate::grafana::GrafanaSettings>,
+    /// Delivery queue and retries, shared by every output.
+    pub delivery: Delivery,
+    /// Path of the Prometheus text exposition.
+    pub metrics_path: String,
+    /// OTLP/HTTP traces, when `--opentelemetry-endpoint` is set.
+    pub traces: Option<TraceSettings>,
+}
+
+/// How outputs queue and retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Messages waiting per output; more are dropped and counted.
+    pub queue_size: usize,
+    /// Retries after the first attempt (connection errors, timeouts, 429, 5xx).
+    pub retries: u32,
+    /// First backoff; it doubles per retry up to 30 s.
+    pub backoff: std::time::Duration,
+    /// Longest `retry_after`/`Retry-After` honoured; a longer one fails the message.
+    pub max_retry_after: std::time::Duration,
+    /// On SIGTERM, how long queued messages may still take.
+    pub drain: std::time::Duration,
+}
+
+/// OTLP trace export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSettings {
+    /// Collector base URL; spans go to `<endpoint>/v1/traces`.
+    pub endpoint: String,
+    /// `service.name` resource attribute.
+    pub service_name: String,
+    /// How often finished spans are sent.
+    pub flush: std::time::Duration,
 }
 
 fn paths(s: &str) -> Vec<String> {
@@ -171,6 +249,12 @@ impl Settings {
                 _ => default.to_string(),
             }
         };
+        let number = |name: &str, default: &str| -> Result<u64, SettingsError> {
+            let v = get(name, default);
+            v.trim().parse::<u64>().map_err(|_| {
+                SettingsError::Invalid(format!("--{name} {v:?}: expected a whole number"))
+            })
+        };
         let stdout_format = match get("stdout-format", "text").as_str() {
             "text" => StdoutFormat::Text,
             "json" => StdoutFormat::Json,
@@ -192,9 +276,23 @@ impl Settings {
             ChannelKind::Telegram,
             ChannelKind::Slack,
             ChannelKind::Workchat,
+            ChannelKind::Nats,
+            ChannelKind::Collector,
         ] {
             let n = kind.name();
-            let mut url = get(&format!("{n}-url"), "");
+            let mut server = String::new();
+            let mut url = match kind {
+                ChannelKind::Nats => {
+                    server = get("nats-url", "");
+                    if server.is_empty() {
+                        String::new()
+                    } else {
+                        get("nats-subject", "events")
+                    }
+                }
+                ChannelKind::Collector => get("collector-address", ""),
+                _ => get(&format!("{n}-url"), ""),
+            };
             let mut message = get(&format!("{n}-message-template"), "");
             if kind == ChannelKind::Telegram {
                 // The newer spelling: bot token and chat id instead of a full URL.
@@ -216,8 +314,12 @@ impl Settings {
                 continue;
             }
             if message.is_empty() {
+                let what = match kind {
+                    ChannelKind::Collector => "--collector-address",
+                    _ => &format!("--{n}-url"),
+                };
                 return Err(SettingsError::Invalid(format!(
-                    "--{n}-url is set but --{n}-message-template is empty: nothing to send"
+                    "{what} is set but --{n}-message-template is empty: nothing to send"
                 )));
             }
             let selector = get(&format!("{n}-selector-template"), "");
@@ -237,6 +339,12 @@ impl Settings {
                         "DisableNotification".into(),
                         get("telegram-disable-notification", "false"),
                     );
+                    // The newer original's default: 18 a minute (Telegram allows 20 a
+                    // minute into a group); here per chat rather than for all chats.
+                    vars.insert(
+                        "RateLimit".into(),
+                        number("telegram-ratelimit", "18")?.to_string(),
+                    );
                 }
                 ChannelKind::Workchat => {
                     vars.insert(
@@ -244,20 +352,76 @@ impl Settings {
                         get("workchat-notification-type", "REGULAR"),
                     );
                 }
-                ChannelKind::Slack => {}
+                ChannelKind::Nats => {
+                    vars.insert("Subject".into(), url.clone());
+                    vars.insert("URL".into(), server.clone());
+                }
+                ChannelKind::Slack | ChannelKind::Collector => {}
             }
+            number(&format!("{n}-timeout"), "30")?;
             channels.push(Channel {
                 kind,
                 url,
+                server,
                 message_template: message,
                 selector_template: selector,
                 vars,
             });
         }
+        let grafana_url = get("grafana-url", "");
+        let grafana = if grafana_url.is_empty() {
+            None
+        } else {
+            Some(crate::grafana::GrafanaSettings {
+                url: grafana_url,
+                api_key: get("grafana-api-key", "admin:admin"),
+                org: get("grafana-org", "1"),
+                datasource: get("grafana-datasource", "Prometheus"),
+                period_minutes: number("grafana-period", "60")?,
+                width: number("grafana-image-width", "1280")? as u32,
+                height: number("grafana-image-height", "640")? as u32,
+                timeout: std::time::Duration::from_secs(number("grafana-timeout", "60")?),
+            })
+        };
+        let queue_size = number("output-queue-size", "1000")?;
+        if queue_size == 0 {
+            return Err(SettingsError::Invalid(
+                "--output-queue-size must be at least 1".into(),
+            ));
+        }
+        let delivery = Delivery {
+            queue_size: queue_size as usize,
+            retries: number("output-retries", "3")?.min(100) as u32,
+            backoff: std::time::Duration::from_millis(number("output-backoff-ms", "1000")?),
+            max_retry_after: std::time::Duration::from_secs(number(
+                "output-max-retry-after",
+                "300",
+            )?),
+            drain: std::time::Duration::from_secs(number("output-drain-timeout", "10")?),
+        };
+        let endpoint = get("opentelemetry-endpoint", "");
+        let traces = if endpoint.is_empty() {
+            None
+        } else {
+            Some(TraceSettings {
+                endpoint,
+                service_name: get("opentelemetry-service-name", "events"),
+                flush: std::time::Duration::from_millis(number("opentelemetry-flush-ms", "1000")?),
+            })
+        };
+        let mut metrics_path = get("prometheus-url", "/metrics");
+        if !metrics_path.starts_with('/') {
+            metrics_path.insert(0, '/');
+        }
         Ok(Settings {
+            grafana,
+            delivery,
+            metrics_path,
+            traces,
             http_listen: get("http-listen", ":80"),
             k8s_paths: paths(&get("http-k8s-url", "")),
             alertmanager_paths: paths(&get("http-alertmanager-url", "")),
+            trace_header: get("http-header-trace-id", "X-Trace-ID"),
             time_format: get(
                 "template-time-format",
                 relay_templates::relay::DEFAULT_TIME_FORMAT,
@@ -282,17 +446,35 @@ impl Settings {
 /// Usage text for `--help`.
 pub const USAGE: &str =
     "event-relay: renders admission reviews and Alertmanager alerts through Go templates
+and sends them to chats, NATS and a UDP collector
 
 Flags (each also read from EVENTS_<FLAG_IN_UPPER_SNAKE_CASE>; a flag wins over its variable):
   --http-listen :80                 listen address
   --http-k8s-url /k8s               comma-separated paths for admission reviews
   --http-alertmanager-url /am       comma-separated paths for Alertmanager notifications
+  --http-header-trace-id X-Trace-ID header with a trace id to continue
   --template-time-format LAYOUT     Go layout of event times (default 2006-01-02T15:04:05.999Z)
   --stdout-format text|json|template, --stdout-level, --stdout-template
+Outputs (each enabled by its URL or address; several at once):
   --telegram-url URL | --telegram-out-id-token T --telegram-out-chat-id C
   --telegram-message-template T | --telegram-out-message T, --telegram-selector-template T
-  --slack-url URL --slack-message-template T [--slack-selector-template T]
+  --telegram-timeout 30, --telegram-disable-notification false, --telegram-ratelimit 18 (per chat and minute, 0 = off)
+  --slack-url URL --slack-message-template T [--slack-selector-template T] [--slack-timeout 30]
   --workchat-url URL --workchat-message-template T [--workchat-selector-template T]
+  --workchat-notification-type REGULAR, --workchat-timeout 30
+  --nats-url nats://H:4222 --nats-subject events --nats-message-template T [--nats-selector-template T]
+  --collector-address H:P --collector-message-template T (one UDP datagram per event)
+  --*-alert-expression g0.expr      label or generatorURL parameter holding the alert's query
+Delivery:
+  --output-queue-size 1000 --output-retries 3 --output-backoff-ms 1000
+  --output-max-retry-after 300 (seconds) --output-drain-timeout 10 (seconds, on SIGTERM)
+Alert images (Grafana):
+  --grafana-url URL --grafana-api-key KEY|user:password --grafana-org 1 --grafana-datasource Prometheus
+  --grafana-period 60 --grafana-image-width 1280 --grafana-image-height 640 --grafana-timeout 60
+Observability:
+  --prometheus-url /metrics         Prometheus text exposition on the listen address; /healthz too
+  --opentelemetry-endpoint URL      OTLP/HTTP (JSON) collector; spans go to URL/v1/traces
+  --opentelemetry-service-name events --opentelemetry-flush-ms 1000
 A template option is a file path when such a file exists, else the template text itself.
 ";
 
@@ -358,7 +540,55 @@ mod tests {
     }
 
     #[test]
+    fn queue_nats_collector_and_grafana_settings() {
+        let s = parse(
+            &[
+                "--nats-url",
+                "nats://127.0.0.1:4222",
+                "--nats-message-template",
+                "{{ toJSON . }}",
+                "--output-queue-size",
+                "5",
+            ],
+            &[
+                ("EVENTS_COLLECTOR_ADDRESS", "127.0.0.1:8094"),
+                ("EVENTS_COLLECTOR_MESSAGE_TEMPLATE", "m"),
+                ("EVENTS_GRAFANA_URL", "http://grafana:3000"),
+                ("EVENTS_GRAFANA_PERIOD", "15"),
+            ],
+        )
+        .unwrap();
+        let kinds: Vec<ChannelKind> = s.channels.iter().map(|c| c.kind).collect();
+        assert_eq!(kinds, [ChannelKind::Nats, ChannelKind::Collector]);
+        assert_eq!(s.channels[0].url, "events");
+        assert_eq!(s.channels[0].server, "nats://127.0.0.1:4222");
+        assert_eq!(s.channels[1].url, "127.0.0.1:8094");
+        assert_eq!(s.delivery.queue_size, 5);
+        assert_eq!(s.delivery.retries, 3);
+        let g = s.grafana.unwrap();
+        assert_eq!(
+            (g.api_key.as_str(), g.period_minutes, g.width),
+            ("admin:admin", 15, 1280)
+        );
+        assert_eq!(s.metrics_path, "/metrics");
+        assert!(s.traces.is_none());
+    }
+
+    #[test]
     fn bad_settings_are_explained() {
+        assert_eq!(
+            parse(&["--output-retries", "many"], &[])
+                .unwrap_err()
+                .to_string(),
+            "--output-retries \"many\": expected a whole number"
+        );
+        assert!(parse(&["--output-queue-size", "0"], &[]).is_err());
+        assert!(
+            parse(&[], &[("EVENTS_COLLECTOR_ADDRESS", "h:1")])
+                .unwrap_err()
+                .to_string()
+                .contains("--collector-address is set but --collector-message-template is empty")
+        );
         assert_eq!(
             parse(&["--nope", "1"], &[]).unwrap_err(),
             SettingsError::UnknownFlag("nope".into())

@@ -1,0 +1,140 @@
+//! `ratelimit check-config`: the offline checker, run as CI would run it.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::temp_dir;
+
+fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit"));
+    cmd.env_clear().arg("check-config").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap(), text)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_owned()
+}
+
+const GOOD: &str =
+    "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+
+#[test]
+fn valid_files_and_directories_pass() {
+    let dir = temp_dir("check-ok");
+    let cfg = dir.join("config");
+    write(&cfg, "a.yaml", GOOD);
+    write(&cfg, "b.yml", &GOOD.replace("domain: d", "domain: e"));
+    write(&cfg, "README.md", "not rules");
+    let (code, out) = check(&[cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.trim(), "ok: 2 file(s), 2 domain(s), 2 rule(s)");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_problem_is_printed_with_file_line_and_path() {
+    let dir = temp_dir("check-bad");
+    let typo = write(
+        &dir,
+        "typo.yaml",
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimied: true\n      unit: second\n      requests_per_unit: 5\n  - key: b\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 5\n",
+    );
+    let syntax = write(
+        &dir,
+        "syntax.yaml",
+        "domain: e\ndescriptors:\n  - key: [a\n",
+    );
+    let good = write(&dir, "good.yaml", &GOOD.replace("domain: d", "domain: f"));
+    let (code, out) = check(&[&typo, &syntax, &good], &[]);
+    assert_eq!(code, 1, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{typo}:5: config error, unknown key 'unlimied' (at descriptors[0].rate_limit)")
+    );
+    assert_eq!(
+        lines[1],
+        format!("{typo}:9: invalid rate limit unit 'fortnight' (at descriptors[1].rate_limit)")
+    );
+    assert!(
+        lines[2].starts_with(&format!("{syntax}:"))
+            && lines[2].contains("error loading config file"),
+        "{out}"
+    );
+    assert_eq!(lines[3], "3 problem(s) in 2 of 3 file(s)");
+    assert_eq!(lines.len(), 4, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn duplicate_domains_across_files_unless_merging() {
+    let dir = temp_dir("check-dup");
+    let a = write(&dir, "a.yaml", GOOD);
+    let b = write(
+        &dir,
+        "b.yaml",
+        "# same domain\ndomain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    let (code, out) = check(&[&a, &b], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "{b}:2: duplicate domain 'd' in config file (at domain)"
+        )),
+        "{out}"
+    );
+    let (code, out) = check(&["--merge-domain-config", &a, &b], &[]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _) = check(&[&a, &b], &[("MERGE_DOMAIN_CONFIG", "true")]);
+    assert_eq!(code, 0);
+    // Merged, the same key twice is still a problem.
+    let c = write(&dir, "c.yaml", GOOD);
+    let (code, out) = check(&["--merge-domain-config", &a, &c], &[]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains(&format!(
+            "{c}:3: duplicate descriptor composite key 'd.a' (at descriptors[0])"
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dot_files_in_directories_follow_the_flag() {
+    let dir = temp_dir("check-dots");
+    let cfg = dir.join("config");
+    write(&cfg, "a.yaml", GOOD);
+    write(&cfg, ".draft.yaml", "domain: [");
+    let (code, out) = check(&[cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 1, "{out}");
+    let (code, out) = check(&["--ignore-dotfiles", cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn usage_errors_and_missing_paths() {
+    let (code, out) = check(&[], &[]);
+    assert_eq!(code, 2);
+    assert!(out.contains("usage: ratelimit check-config"), "{out}");
+    let (code, _) = check(&["--frobnicate", "x"], &[]);
+    assert_eq!(code, 2);
+    let (code, out) = check(&["--help"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Exit status"), "{out}");
+    let (code, out) = check(&["/nonexistent/rules"], &[]);
+    assert_eq!(code, 1);
+    assert!(out.contains("/nonexistent/rules: cannot read"), "{out}");
+}

@@ -1,0 +1,497 @@
+//! HTTP shell of the trading API v2 sandbox (bin `trading-api`).
+//!
+//! It wires `trading-model` to hyper: every catalogue path is served under `/api/v2/`,
+//! each request goes through routing, authentication, body reading and validation, and
+//! every answer (success or error) is the `{data, meta}` envelope with `meta.status` equal
+//! to the HTTP status. `/api/v2/openapi.json` serves the generated OpenAPI document.
+//!
+//! Endpoints that need a key authenticate with the original SDKs' `Key` + `Authorization`
+//! headers (see `trading_model::auth`), against keys kept in an SQLite store in the data
+//! directory (`trading-api create-key`). Nonces are remembered per key across restarts.
+//!
+//! Account resources (exchange API keys, watchlist, news keywords, broadcasts, articles,
+//! support tickets, sub-accounts, strategy profiles and tabs, exchange queries, algorithms)
+//! are stored in SQLite and survive restarts.
+//!
+//! What it does not do yet: rate limits, market data, strategies and orders: endpoints
+//! without a handler answer 501 with code 5100 after authentication and validation.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use trading_model::auth::{AuthError, Signed, Token, check_nonce};
+use trading_model::limits::Subject;
+use trading_model::{
+    ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure,
+    prepare, route_error, success,
+};
+
+mod handlers;
+mod limiting;
+mod resources;
+pub mod store;
+
+use store::Store;
+
+/// Source of the current time in milliseconds since the Unix epoch; injectable for tests.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    })
+}
+
+/// Server settings.
+#[derive(Clone)]
+pub struct Settings {
+    /// Largest request body accepted (413 above it).
+    pub max_body_bytes: usize,
+    /// Time a client gets to send its request headers, and separately its body.
+    pub read_timeout: Duration,
+    /// Time open connections get to finish after shutdown is requested.
+    pub grace: Duration,
+    /// Exchange codes accepted where the catalogue asks for `is_supported_exchange`.
+    pub exchanges: Vec<String>,
+    /// Clock for `meta.ms` / `meta.time`, nonces and time-based answers.
+    pub clock: Clock,
+    /// Where the store lives; `None` keeps everything in memory (lost at exit).
+    pub data_dir: Option<PathBuf>,
+    /// Requests per minute per address for calls without a valid key; 0 disables the limit.
+    pub ip_per_minute: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            max_body_bytes: 1 << 20,
+            read_timeout: Duration::from_secs(30),
+            grace: Duration::from_secs(10),
+            exchanges: handlers::DEFAULT_EXCHANGES
+                .iter()
+                .map(|(code, _)| (*code).to_owned())
+                .collect(),
+            clock: system_clock(),
+            data_dir: None,
+            ip_per_minute: 60,
+        }
+    }
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("read_timeout", &self.read_timeout)
+            .field("grace", &self.grace)
+            .field("exchanges", &self.exchanges)
+            .field("data_dir", &self.data_dir)
+            .field("ip_per_minute", &self.ip_per_minute)
+            .finish_non_exhaustive()
+    }
+}
+
+struct App {
+    settings: Settings,
+    cat: &'static Catalogue,
+    openapi: Bytes,
+    requests: AtomicU64,
+    boot_ms: u64,
+    store: Arc<Store>,
+    limits: limiting::Limits,
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then lets open connections
+/// finish for up to `settings.grace`.
+pub async fn serve(
+    listener: TcpListener,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let store = match &settings.data_dir {
+        Some(dir) => Store::open(dir),
+        None => Store::in_memory(),
+    }
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let limits = limiting::Limits::new(settings.clock.clone()).map_err(std::io::Error::other)?;
+    let cat = Catalogue::builtin();
+    let openapi = serde_json::to_vec(&served_openapi(cat)).unwrap_or_default();
+    let app = Arc::new(App {
+        boot_ms: (settings.clock)(),
+        settings,
+        cat,
+        openapi: Bytes::from(openapi),
+        requests: AtomicU64::new(0),
+        store: Arc::new(store),
+        limits,
+    });
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(app.settings.read_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                // Transient accept errors (e.g. too many open files) must not end the server.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(handle(&app, req, remote).await) }
+        });
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // A client that breaks the protocol or disconnects only ends its own connection.
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(app.settings.grace, graceful.shutdown()).await;
+    Ok(())
+}
+
+/// The model's OpenAPI document plus what only the server knows: which operations have a
+/// handler (`x-implemented`; the others answer 501 after authentication and validation).
+fn served_openapi(cat: &Catalogue) -> Value {
+    let mut doc = trading_model::openapi(cat, None);
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for (path, item) in paths.iter_mut() {
+            let done = handlers::implemented(path.strip_prefix(PREFIX).unwrap_or(path));
+            if let Some(ops) = item.as_object_mut() {
+                for op in ops.values_mut() {
+                    op["x-implemented"] = Value::Bool(done);
+                    if !done {
+                        op["responses"]["501"] = serde_json::json!({
+                            "description": "Not implemented by this sandbox yet (code 5100).",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
+                        });
+                    }
+                }
+            }
+        }
+    }
+    doc
+}
+
+/// An error answer before routing (no endpoint known yet).
+fn fail_early(err: ApiError, path: &str, now: u64, request_id: &str) -> Response<Full<Bytes>> {
+    let meta = Meta::new(path, false, now).request_id(request_id);
+    json_response(err.status, &failure(&err, meta))
+}
+
+fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(bytes)));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+async fn handle(
+    app: &App,
+    req: http::Request<Incoming>,
+    remote: SocketAddr,
+) -> Response<Full<Bytes>> {
+    let n = app.requests.fetch_add(1, Ordering::Relaxed);
+    let request_id = format!("{:x}-{n}", app.boot_ms);
+    let mut extra = Vec::new();
+    let mut resp = respond(app, req, remote, &request_id, &mut extra).await;
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    for (k, v) in extra {
+        resp.headers_mut().insert(k, v);
+    }
+    resp
+}
+
+async fn respond(
+    app: &App,
+    req: http::Request<Incoming>,
+    remote: SocketAddr,
+    request_id: &str,
+    extra: &mut Vec<(http::HeaderName, HeaderValue)>,
+) -> Response<Full<Bytes>> {
+    let started = Instant::now();
+    let now = (app.settings.clock)();
+    let raw_path = req.uri().path().to_owned();
+    let endpoint_path = raw_path
+        .strip_prefix(PREFIX)
+        .unwrap_or(&raw_path)
+        .to_owned();
+    let route = app.cat.route(req.method().as_str(), &endpoint_path);
+    let meta = |ep: Option<&Endpoint>| {
+        Meta::new(
+            ep.map_or(endpoint_path.as_str(), |e| e.path.as_str()),
+            ep.is_some_and(|e| e.auth_required),
+            now,
+        )
+        .request_id(request_id)
+    };
+
+    if raw_path == "/api/v2/openapi.json" && req.method() == http::Method::GET {
+        if let Err(e) = read_body(req.into_body(), &app.settings).await {
+            return fail_early(e, &raw_path, now, request_id);
+        }
+        let mut resp = Response::new(Full::new(app.openapi.clone()));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return resp;
+    }
+
+    let fail = |err: ApiError, ep: Option<&Endpoint>| {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let body = failure(&err, meta(ep).process_micros(micros));
+        let mut resp = json_response(err.status, &body);
+        if err.status == 405 {
+            if let Some(known) = app.cat.get(endpoint_path.trim_end_matches('/')) {
+                let allow: Vec<&str> = known.methods.iter().map(|m| m.as_str()).collect();
+                if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
+                    resp.headers_mut().insert(header::ALLOW, v);
+                }
+            }
+        }
+        resp
+    };
+
+    if !raw_path.starts_with(PREFIX) {
+        let err = match read_body(req.into_body(), &app.settings).await {
+            Ok(_) => ApiError::new(ErrorCode::UnknownEndpoint).with_message(format!(
+                "Unknown endpoint {raw_path:?}; the API lives under {PREFIX}."
+            )),
+            Err(e) => e,
+        };
+        return fail(err, None);
+    }
+    let ep = match route {
+        Ok(ep) => ep,
+        Err(e) => {
+            let err = match read_body(req.into_body(), &app.settings).await {
+                Ok(_) => route_error(&e, &endpoint_path),
+                Err(body_err) => body_err,
+            };
+            return fail(err, None);
+        }
+    };
+
+    let address = remote.ip().to_string();
+    let key = header_text(req.headers(), "key");
+    let authorization = header_text(req.headers(), "authorization");
+    let method = req.method().as_str().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // Read every body, even one that will be ignored: answering before the client finished
+    // sending makes HTTP/1.1 drop the connection, which breaks keep-alive clients.
+    let body = match read_body(req.into_body(), &app.settings).await {
+        Ok(b) => b,
+        Err(e) => return fail(e, Some(ep)),
+    };
+
+    let request = Request {
+        method: &method,
+        path: &ep.path,
+        query: &query,
+        content_type: content_type.as_deref(),
+        body: &body,
+    };
+    let caller = if ep.auth_required {
+        let signed = Signed {
+            method: &method,
+            path: &ep.path,
+            query: &query,
+            body: &body,
+        };
+        authenticate(app, key.clone(), authorization, &signed, now)
+            .await
+            .map(Some)
+    } else {
+        Ok(None)
+    };
+    // Authenticated calls count against their key and plan; everything else against the
+    // address, so failing authentication does not escape the limits.
+    let limit = match (&caller, &key) {
+        (Ok(Some(c)), Some(k)) => {
+            app.limits
+                .check(k, Subject::Key, c.plan.rate_minute, now)
+                .await
+        }
+        _ => {
+            app.limits
+                .check(&address, Subject::Address, app.settings.ip_per_minute, now)
+                .await
+        }
+    };
+    extra.extend(limit.headers);
+    if let Some(e) = limit.error {
+        return fail(e, Some(ep));
+    }
+    let caller = match caller {
+        Ok(c) => c,
+        Err(e) => return fail(e, Some(ep)),
+    };
+    let meta = |ep: Option<&Endpoint>| match &caller {
+        Some(c) => meta(ep).uid(c.user_id).auth(AuthMeta {
+            rate_limit_minute: c.plan.rate_minute,
+            subscription_id: c.plan.id.clone(),
+            subscription_name: c.plan.name.clone(),
+        }),
+        None => meta(ep),
+    };
+    let fail = |err: ApiError, ep: Option<&Endpoint>| {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        json_response(err.status, &failure(&err, meta(ep).process_micros(micros)))
+    };
+    let ctx = Context {
+        exchanges: Some(&app.settings.exchanges),
+    };
+    let valid = match prepare(app.cat, &request, &ctx) {
+        Ok((_, valid)) => valid,
+        Err(e) => return fail(e, Some(ep)),
+    };
+    let env = handlers::Env {
+        cat: app.cat,
+        now_ms: now,
+        exchanges: app.settings.exchanges.clone(),
+        caller: caller.clone(),
+        store: app.store.clone(),
+        address,
+    };
+    let outcome = tokio::task::spawn_blocking(move || handlers::call(ep, &valid, &env))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::new(ErrorCode::EmptyData).with_message("The handler failed."))
+        });
+    match outcome {
+        Ok(data) => {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let body = success(data, meta(Some(ep)).process_micros(micros));
+            json_response(200, &body)
+        }
+        Err(e) => fail(e, Some(ep)),
+    }
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// The authenticated caller.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub user_id: i64,
+    pub plan: store::Plan,
+}
+
+fn store_error(e: &store::StoreError) -> ApiError {
+    ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
+}
+
+/// Checks, in order: key header, Authorization header, token shape, key known, signature,
+/// nonce shape and clock, strict claims (for strict keys), then advances the nonce. The
+/// nonce is only consumed by a request that passed every other check, so forged requests
+/// cannot burn a client's nonces.
+async fn authenticate(
+    app: &App,
+    key: Option<String>,
+    authorization: Option<String>,
+    signed: &Signed<'_>,
+    now_ms: u64,
+) -> Result<Caller, ApiError> {
+    let key = key.ok_or_else(|| AuthError::MissingKey.to_api_error())?;
+    let authorization =
+        authorization.ok_or_else(|| AuthError::MissingAuthorization.to_api_error())?;
+    let token = Token::parse(&authorization).map_err(|e| e.to_api_error())?;
+    let store = app.store.clone();
+    let k = key.clone();
+    let record = tokio::task::spawn_blocking(move || store.lookup(&k))
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Database))?
+        .map_err(|e| store_error(&e))?
+        .ok_or_else(|| AuthError::InvalidKey.to_api_error())?;
+    token.verify(&record.secret).map_err(|e| e.to_api_error())?;
+    let nonce = token.nonce().map_err(|e| e.to_api_error())?;
+    check_nonce(nonce, None, now_ms).map_err(|e| e.to_api_error())?;
+    if record.strict {
+        token
+            .check_strict(signed, now_ms)
+            .map_err(|e| e.to_api_error())?;
+    }
+    let store = app.store.clone();
+    let advanced = tokio::task::spawn_blocking(move || store.advance_nonce(&key, nonce))
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Database))?
+        .map_err(|e| store_error(&e))?;
+    if !advanced {
+        return Err(AuthError::NonceTooSmall.to_api_error());
+    }
+    Ok(Caller {
+        user_id: record.user_id,
+        plan: record.plan,
+    })
+}
+
+async fn read_body(body: Incoming, settings: &Settings) -> Result<Bytes, ApiError> {
+    let limited = Limited::new(body, settings.max_body_bytes);
+    match tokio::time::timeout(settings.read_timeout, limited.collect()).await {
+        Err(_) => Err(ApiError::new(ErrorCode::MissingInformation)
+            .with_status(408)
+            .with_message("The request body did not arrive in time.")),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::new(ErrorCode::MissingInformation)
+                .with_status(413)
+                .with_message(format!(
+                    "The request body is larger than {} bytes.",
+                    settings.max_body_bytes
+                )))
+        }
+        Ok(Err(_)) => Err(ApiError::new(ErrorCode::MissingInformation)
+            .with_message("The request body could not be read.")),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}

@@ -1,0 +1,277 @@
+//! `trading-api`: serves the trading API v2 sandbox, and issues API keys.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N]
+  trading-api create-key --data-dir DIR --name NAME [--plan PLAN] [--strict]
+
+  --listen ADDR    address to serve on (default 0.0.0.0:8090)
+  --data-dir DIR   where keys and account data are kept (default: in memory, lost at exit)
+  --ip-per-minute N  requests a minute per address without a valid key (default 60; 0: no limit)
+  --name NAME      account the key belongs to (created on first use)
+  --plan PLAN      subscription plan of a new account (default Free)
+  --strict         the key only accepts tokens that also sign method, path, query and body
+  -h, --help       show this text
+
+create-key prints {\"key\": ..., \"secret\": ...} as JSON; the secret is not shown again.";
+
+#[derive(Debug, PartialEq)]
+enum Command {
+    Help,
+    Serve {
+        listen: SocketAddr,
+        data_dir: Option<PathBuf>,
+        ip_per_minute: u32,
+    },
+    CreateKey {
+        data_dir: PathBuf,
+        name: String,
+        plan: String,
+        strict: bool,
+    },
+}
+
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut args = args.peekable();
+    let create = args.peek().is_some_and(|a| a == "create-key");
+    if create {
+        args.next();
+    }
+    let mut listen: SocketAddr = ([0, 0, 0, 0], 8090).into();
+    let mut data_dir = None;
+    let mut name = None;
+    let mut plan = "Free".to_owned();
+    let mut strict = false;
+    let mut ip_per_minute = 60;
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
+            None => (arg.clone(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or(format!("{flag} needs {what}"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--listen" if !create => {
+                let v = value("an address such as 127.0.0.1:8090")?;
+                listen = v
+                    .parse()
+                    .map_err(|e| format!("--listen {v:?} is not an address: {e}"))?;
+            }
+            "--ip-per-minute" if !create => {
+                let v = value("a number of requests")?;
+                ip_per_minute = v
+                    .parse()
+                    .map_err(|_| format!("--ip-per-minute {v:?} is not a whole number"))?;
+            }
+            "--data-dir" => data_dir = Some(PathBuf::from(value("a directory")?)),
+            "--name" if create => name = Some(value("an account name")?),
+            "--plan" if create => plan = value("a plan name")?,
+            "--strict" if create && inline.is_none() => strict = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if !create {
+        return Ok(Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        });
+    }
+    let data_dir = data_dir.ok_or("create-key needs --data-dir")?;
+    let name = name
+        .filter(|n| !n.trim().is_empty())
+        .ok_or("create-key needs --name")?;
+    Ok(Command::CreateKey {
+        data_dir,
+        name,
+        plan,
+        strict,
+    })
+}
+
+fn main() -> ExitCode {
+    match parse_args(std::env::args().skip(1)) {
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        }) => serve(listen, data_dir, ip_per_minute),
+        Ok(Command::CreateKey {
+            data_dir,
+            name,
+            plan,
+            strict,
+        }) => create_key(&data_dir, &name, &plan, strict),
+        Err(e) => {
+            eprintln!("trading-api: {e}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn create_key(dir: &std::path::Path, name: &str, plan: &str, strict: bool) -> ExitCode {
+    let now = (trading_server::system_clock())();
+    let result = trading_server::store::Store::open(dir)
+        .and_then(|store| store.create_key(name, plan, strict, now));
+    match result {
+        Ok(k) => {
+            println!("{}", serde_json::json!({"key": k.key, "secret": k.secret}));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("trading-api create-key: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(listen: SocketAddr, data_dir: Option<PathBuf>, ip_per_minute: u32) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("trading-api: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("trading-api: cannot listen on {listen}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let local = listener.local_addr().map_or(listen, |a| a);
+        eprintln!("trading-api: listening on http://{local}/api/v2/");
+        let shutdown = async {
+            // SIGINT from a terminal, SIGTERM from service managers and containers.
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{SignalKind, signal};
+                match signal(SignalKind::terminate()) {
+                    Ok(mut term) => {
+                        tokio::select! {
+                            _ = tokio::signal::ctrl_c() => {}
+                            _ = term.recv() => {}
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+            eprintln!("trading-api: shutting down");
+        };
+        let settings = trading_server::Settings {
+            data_dir,
+            ip_per_minute,
+            ..trading_server::Settings::default()
+        };
+        match trading_server::serve(listener, settings, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("trading-api: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Command, String> {
+        parse_args(args.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn serve_arguments() {
+        let Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        } = parse(&[]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((listen.port(), data_dir, ip_per_minute), (8090, None, 60));
+        let Command::Serve {
+            listen,
+            data_dir,
+            ip_per_minute,
+        } = parse(&[
+            "--listen",
+            "127.0.0.1:1",
+            "--data-dir=/tmp/x",
+            "--ip-per-minute",
+            "0",
+        ])
+        .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((listen.port(), ip_per_minute), (1, 0));
+        assert!(parse(&["--ip-per-minute", "-1"]).is_err());
+        assert_eq!(data_dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(parse(&["--help"]).unwrap(), Command::Help);
+        assert!(parse(&["--listen"]).is_err());
+        assert!(parse(&["--listen", "nowhere"]).is_err());
+        assert!(parse(&["--name", "x"]).is_err());
+    }
+
+    #[test]
+    fn create_key_arguments() {
+        assert_eq!(
+            parse(&[
+                "create-key",
+                "--data-dir",
+                "d",
+                "--name",
+                "alice",
+                "--strict"
+            ])
+            .unwrap(),
+            Command::CreateKey {
+                data_dir: PathBuf::from("d"),
+                name: "alice".into(),
+                plan: "Free".into(),
+                strict: true
+            }
+        );
+        assert!(parse(&["create-key", "--name", "alice"]).is_err());
+        assert!(parse(&["create-key", "--data-dir", "d"]).is_err());
+        assert!(parse(&["create-key", "--data-dir", "d", "--name", " "]).is_err());
+        assert!(
+            parse(&[
+                "create-key",
+                "--data-dir",
+                "d",
+                "--name",
+                "a",
+                "--listen",
+                "x"
+            ])
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Black-box test of trading-api with an independent client (standard library only).
+
+The client signs requests the way the executium SDKs do: header `Key`, header
+`Authorization` = HS256 token over {"nonce": N} with N = round(time * 10^7). It starts the
+real binary on 127.0.0.1 (port 0), drives it through the public and account endpoints,
+restarts it on the same data directory and checks that keys and nonce memory survived.
+
+usage: blackbox.py PATH/TO/trading-api
+"""
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what)
+
+
+def b64url(data: bytes) -> str:
+    return base64.b64encode(data).decode().replace("+", "-").replace("/", "_").rstrip("=")
+
+
+class Client:
+    """Mirrors the SDKs' ApiAccess class: same header names, token layout and nonce."""
+
+    def __init__(self, base, key="", secret=""):
+        self.base = base
+        self.key = key
+        self.secret = secret
+        self.last_nonce = 0
+
+    def nonce(self):
+        n = int(round(time.time() * 10**7))
+        self.last_nonce = max(n, self.last_nonce + 1)
+        return self.last_nonce
+
+    def token(self, nonce):
+        head = b64url(b'{"typ":"JWT","alg":"HS256"}')
+        body = b64url(json.dumps({"nonce": nonce}).encode())
+        sig = hmac.new(self.secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+        return f"{head}.{body}.{b64url(sig)}"
+
+    def call(self, method, path, params=None, nonce=None, auth=True):
+        url = f"{self.base}/api/v2/{path}"
+        data = None
+        headers = {}
+        if params and method == "GET":
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        elif method == "POST":
+            data = urllib.parse.urlencode(params or {}, doseq=True).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        if auth and self.key:
+            headers["Key"] = self.key
+            headers["Authorization"] = self.token(nonce if nonce is not None else self.nonce())
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+
+def start(binary, data_dir):
+    proc = subprocess.Popen(
+        [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stderr.readline()
+    m = re.search(r"http://([0-9.]+:[0-9]+)/", line)
+    if not m:
+        proc.kill()
+        raise SystemExit(f"server did not report its address: {line!r}")
+    return proc, f"http://{m.group(1)}"
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        code = proc.wait(timeout=10)
+        check(code == 0, f"server exits cleanly on SIGTERM (exit {code})")
+    except subprocess.TimeoutExpired:
+        check(False, "server stops within 10 s of SIGTERM")
+        proc.kill()
+        proc.wait()
+
+
+def envelope_ok(status, body, endpoint):
+    check(body.get("meta", {}).get("status") == status, f"{endpoint}: meta.status {body.get('meta')} != {status}")
+    check(body.get("meta", {}).get("endpoint") == endpoint, f"{endpoint}: meta.endpoint")
+    check("data" in body, f"{endpoint}: data present")
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    data_dir = tempfile.mkdtemp(prefix="trading-blackbox-")
+    try:
+        out = subprocess.run(
+            [binary, "create-key", "--data-dir", data_dir, "--name", "alice"],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        creds = json.loads(out)
+        check(set(creds) == {"key", "secret"}, "create-key prints key and secret")
+        bad_plan = subprocess.run(
+            [binary, "create-key", "--data-dir", data_dir, "--name", "bob", "--plan", "Gold"],
+            capture_output=True, text=True,
+        )
+        check(bad_plan.returncode != 0 and "Free" in bad_plan.stderr, "unknown plan is refused, known plans listed")
+
+        proc, base = start(binary, data_dir)
+        try:
+            anon = Client(base)
+            alice = Client(base, creds["key"], creds["secret"])
+
+            status, body = anon.call("GET", "system/timestamp")
+            check(status == 200, "timestamp answers 200")
+            envelope_ok(status, body, "system/timestamp")
+            check(abs(body["data"]["milliseconds"] - time.time() * 1000) < 60_000, "server clock is sane")
+
+            status, body = anon.call("GET", "system/ep")
+            check(status == 200 and len(body["data"]) == 180, "system/ep lists the catalogue")
+
+            status, body = anon.call("GET", "subscriptions/details")
+            check((status, body["data"]["code"]) == (401, 2001), "keyless call answers 2001")
+
+            status, body = alice.call("GET", "subscriptions/details")
+            check(status == 200, f"signed call answers 200 ({body.get('data')})")
+            envelope_ok(status, body, "subscriptions/details")
+            check(body["meta"].get("auth_success") is True, "meta.auth_success")
+            check(body["meta"].get("rateLimits", {}).get("minute") == 60, "meta.rateLimits.minute")
+
+            used = alice.last_nonce
+            status, body = alice.call("GET", "subscriptions/details", nonce=used)
+            check((status, body["data"]["code"]) == (401, 2011), "replayed nonce answers 2011")
+
+            wrong = Client(base, creds["key"], "not-the-secret")
+            status, body = wrong.call("GET", "subscriptions/details")
+            check(body["data"]["code"] == 2000, "wrong secret answers 2000")
+
+            status, body = alice.call("POST", "user/close-account", {"reason": "short"})
+            check(status == 422 and body["data"]["code"] == 1440, "close-account validates first")
+            check(body.get("missing_parameters") == ["password"], "missing password named")
+            check(body.get("incorrect_value_lengths") == ["reason minimum length 10"], "short reason named")
+
+            status, body = alice.call("POST", "user/close-account", {"reason": "moving elsewhere", "password": "hunter22"})
+            check((status, body["data"]["code"]) == (403, 2750), "close-account answers 2750/403")
+
+            # Query string beats body.
+            url_params = {"milliseconds": "1000"}
+            req = urllib.request.Request(
+                f"{base}/api/v2/system/ping?" + urllib.parse.urlencode(url_params),
+                data=b"milliseconds=5", method="POST",
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            )
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                check(json.loads(resp.read())["data"]["your_sent_ms"] == 1000, "query string wins")
+
+            # Account resources, end to end.
+            status, body = alice.call("POST", "exchange-api-keys/add", {
+                "exchange": "binance", "label": "main", "token": "tok-12345", "secret": "very-secret-value"})
+            check(status == 200 and body["data"]["label"] == "main", f"exchange key stored ({body.get('data')})")
+            check("very-secret-value" not in json.dumps(body), "exchange secret is not echoed")
+            status, body = alice.call("POST", "exchange-api-keys/add", {"exchange": "binance", "label": "x"})
+            check(body.get("missing_parameters") == ["token", "secret"], "missing exchange-key fields named")
+            check(body.get("incorrect_value_lengths") == ["label minimum length 2"], f"short label named ({body})")
+            status, body = alice.call("POST", "public/trending-news-add-keyword", {"name": "halving"})
+            keyword_id = body["data"]["id"]
+            check(status == 200, "news keyword stored")
+            status, body = alice.call("POST", "public/trending-news-add-keyword", {"name": "HALVING"})
+            check(status == 422, "duplicate keyword refused")
+            article = {"title": "A title of eighteen+", "brief": "b" * 30, "body": "x" * 300, "publishdate": "1599615673"}
+            status, body = alice.call("POST", "articles/create", article)
+            check(status == 200, f"article stored ({body.get('data')})")
+            status, body = alice.call("POST", "articles/create", dict(article, body="too short"))
+            check(body.get("incorrect_value_lengths") == ["body minimum length 300"], "article body minimum")
+            for i in range(3):
+                alice.call("POST", "subaccounts/broadcast-create", {"title": f"notice {i}", "body": "hello all"})
+            status, body = alice.call("POST", "subaccounts/broadcast-list", {"limit": 2})
+            titles = [r["title"] for r in body["data"]["records"]]
+            check(titles == ["notice 2", "notice 1"] and body["data"]["total"] == 3, f"broadcasts newest first ({titles})")
+            status, body = alice.call("POST", "subaccounts/broadcast-list", {"limit": 2, "pagenumber": 2})
+            check([r["title"] for r in body["data"]["records"]] == ["notice 0"], "second page")
+
+            status, body = anon.call("GET", "no/such/endpoint")
+            check((status, body["data"]["code"]) == (404, 2500), "unknown endpoint answers 404/2500")
+            status, body = anon.call("GET", "system/ping")
+            check(status == 405, "wrong method answers 405")
+
+            status, body = anon.call("GET", "openapi.json")
+            check(len(body.get("paths", {})) == 180, "openapi.json lists every path")
+        finally:
+            stop(proc)
+
+        # A restart keeps the key and its nonce memory.
+        proc, base = start(binary, data_dir)
+        try:
+            alice = Client(base, creds["key"], creds["secret"])
+            status, body = alice.call("GET", "subscriptions/details", nonce=used)
+            check(body["data"]["code"] == 2011, "nonce memory survives a restart")
+            status, body = alice.call("GET", "subscriptions/details")
+            check(status == 200, "key survives a restart")
+            status, body = alice.call("POST", "exchange-api-keys/list")
+            check(body["data"]["total"] == 1 and body["data"]["records"][0]["label"] == "main", "exchange keys survive a restart")
+            status, body = alice.call("POST", "public/trending-news-list-my-keywords")
+            check([r["name"] for r in body["data"]["records"]] == ["halving"], "keywords survive a restart")
+            status, body = alice.call("POST", "public/trending-news-remove-keyword", {"keywordid": keyword_id})
+            check(status == 200, "keyword removed")
+            status, body = alice.call("POST", "articles/list")
+            check(body["data"]["total"] == 1, "articles survive a restart")
+        finally:
+            stop(proc)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    if FAILURES:
+        print(f"{len(FAILURES)} black-box check(s) failed")
+        sys.exit(1)
+    print("trading-api black-box: all checks passed")
+
+
+if __name__ == "__main__":
+    main()

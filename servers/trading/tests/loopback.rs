@@ -1,0 +1,1025 @@
+//! The real server on 127.0.0.1:0, driven over TCP with hand-written HTTP/1.1 requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use trading_model::Catalogue;
+use trading_model::auth::{sha256_hex, sign};
+use trading_server::store::Store;
+use trading_server::{Settings, serve};
+
+const NOW: u64 = 1_592_207_324_028;
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start(settings: Settings) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let done = tokio::spawn(serve(listener, settings, async {
+        let _ = rx.await;
+    }));
+    Server {
+        addr,
+        stop: Some(tx),
+        done,
+    }
+}
+
+fn fixed_clock() -> Settings {
+    Settings {
+        clock: Arc::new(|| NOW),
+        // Most tests send many anonymous requests; the limit tests switch it on.
+        ip_per_minute: 0,
+        ..Settings::default()
+    }
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+async fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("server answered in time")
+        .unwrap();
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    Reply {
+        status,
+        head,
+        body: buf[split + 4..].to_vec(),
+    }
+}
+
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut req = format!(
+        "{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    raw(addr, &bytes).await
+}
+
+const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+
+/// The envelope invariants every answer must keep.
+fn envelope(r: &Reply, endpoint: &str) -> Value {
+    let v = r.json();
+    assert_eq!(v["meta"]["status"], r.status, "{v}");
+    assert_eq!(v["meta"]["endpoint"], endpoint, "{v}");
+    assert_eq!(v["meta"]["api_version"], 2);
+    assert_eq!(
+        r.header("content-type").as_deref(),
+        Some("application/json")
+    );
+    assert!(v.get("data").is_some());
+    v
+}
+
+#[tokio::test]
+async fn system_endpoints_answer_with_the_envelope() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/system/timestamp", &[], b"").await;
+    assert_eq!(r.status, 200);
+    let v = envelope(&r, "system/timestamp");
+    assert_eq!(v["data"]["milliseconds"], NOW);
+    assert_eq!(v["data"]["seconds"], NOW / 1000);
+    assert_eq!(v["meta"]["ms"], NOW);
+    assert_eq!(v["meta"]["uid"], -1);
+    assert!(r.header("x-request-id").is_some());
+
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[FORM],
+        b"milliseconds=1592207324000",
+    )
+    .await;
+    let v = envelope(&r, "system/ping");
+    assert_eq!(v["data"]["difference"], 28);
+
+    for path in ["system/endpoints", "system/ep"] {
+        let r = call(s.addr, "GET", &format!("/api/v2/{path}"), &[], b"").await;
+        let v = envelope(&r, path);
+        assert_eq!(v["data"].as_array().unwrap().len(), 180);
+    }
+    let r = call(
+        s.addr,
+        "GET",
+        "/api/v2/system/list-validation-functions",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(
+        envelope(&r, "system/list-validation-functions")["data"][0],
+        "js_millisecond_update"
+    );
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/no/such", &[], b"").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(envelope(&r, "no/such")["data"]["code"], 2500);
+    let r = call(s.addr, "GET", "/elsewhere", &[], b"").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["data"]["code"], 2500);
+    let r = call(s.addr, "GET", "/api/v2/system/ping", &[], b"").await;
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow").as_deref(), Some("POST"));
+    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2500);
+    let r = call(s.addr, "DELETE", "/api/v2/system/symbols", &[], b"").await;
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow").as_deref(), Some("POST, GET"));
+}
+
+#[tokio::test]
+async fn validation_over_the_wire() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "POST", "/api/v2/public/match-pair", &[FORM], b"").await;
+    assert_eq!(r.status, 422);
+    let v = envelope(&r, "public/match-pair");
+    assert_eq!(v["data"]["code"], 1440);
+    assert_eq!(v["missing_parameters"], serde_json::json!(["code"]));
+    assert_eq!(v["incorrect_value_lengths"], serde_json::json!([]));
+
+    // The query string wins over the body.
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping?milliseconds=1592207324020",
+        &[FORM],
+        b"milliseconds=5",
+    )
+    .await;
+    assert_eq!(
+        envelope(&r, "system/ping")["data"]["your_sent_ms"],
+        1_592_207_324_020i64
+    );
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping?milliseconds=x",
+        &[FORM],
+        b"milliseconds=5",
+    )
+    .await;
+    assert_eq!(r.status, 422);
+
+    // JSON bodies.
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "application/json")],
+        br#"{"milliseconds": 1592207324000}"#,
+    )
+    .await;
+    assert_eq!(envelope(&r, "system/ping")["data"]["difference"], 28);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "application/json")],
+        b"{nope",
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2300);
+
+    // Multipart forms, as browsers send them.
+    let mp = b"--zz\r\nContent-Disposition: form-data; name=\"milliseconds\"\r\n\r\n1592207324000\r\n--zz--\r\n";
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "multipart/form-data; boundary=zz")],
+        mp,
+    )
+    .await;
+    assert_eq!(envelope(&r, "system/ping")["data"]["difference"], 28);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping",
+        &[("Content-Type", "multipart/form-data")],
+        mp,
+    )
+    .await;
+    assert_eq!(r.status, 400);
+
+    // Valid parameters on an endpoint without a handler yet: 501, never a 200 that lies.
+    let r = call(
+        s.addr,
+        "GET",
+        "/api/v2/public/match-pair?code=btcusdt",
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 501);
+    assert_eq!(envelope(&r, "public/match-pair")["data"]["code"], 5100);
+}
+
+#[tokio::test]
+async fn endpoints_that_need_a_key() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/subscriptions/details", &[], b"").await;
+    assert_eq!(r.status, 401);
+    let v = envelope(&r, "subscriptions/details");
+    assert_eq!(v["data"]["code"], 2001);
+    assert_eq!(v["data"]["error"], "Missing Key");
+    assert_eq!(v["meta"]["auth_required"], true);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/user/close-account",
+        &[("Key", "abc")],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2100);
+    let token = sign(b"whatever", r#"{"nonce":15922073240280000}"#);
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/user/close-account",
+        &[("Key", "abc"), ("Authorization", &token)],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2000);
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("trading-loopback-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// SDK-style nonce at the fixed clock: 100 ns units, plus a counter so each is larger.
+fn nonce(step: u64) -> u128 {
+    u128::from(NOW) * 10_000 + u128::from(step)
+}
+
+fn legacy_token(secret: &str, n: u128) -> String {
+    sign(secret.as_bytes(), &format!(r#"{{"nonce":{n}}}"#))
+}
+
+#[tokio::test]
+async fn sdk_tokens_against_the_key_store() {
+    let dir = temp_dir("auth");
+    let k = Store::open(&dir)
+        .unwrap()
+        .create_key("alice", "Free", false, NOW)
+        .unwrap();
+    let s = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let addr = s.addr;
+    let get = |token: String| {
+        let key = k.key.clone();
+        async move {
+            call(
+                addr,
+                "GET",
+                "/api/v2/subscriptions/details",
+                &[("Key", &key), ("Authorization", &token)],
+                b"",
+            )
+            .await
+        }
+    };
+
+    let r = get(legacy_token(&k.secret, nonce(1))).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = envelope(&r, "subscriptions/details");
+    assert_eq!(v["meta"]["auth_success"], true);
+    assert_eq!(v["meta"]["rateLimits"]["minute"], 60);
+    assert_eq!(v["meta"]["subscription"]["name"], "Free");
+    assert!(v["meta"]["uid"].as_i64().unwrap() > 0);
+    assert_eq!(v["data"]["exchange_api_keys"]["maximum_stored"], 3);
+
+    // Replayed and older nonces.
+    let r = get(legacy_token(&k.secret, nonce(1))).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(envelope(&r, "subscriptions/details")["data"]["code"], 2011);
+    let r = get(legacy_token(&k.secret, nonce(0))).await;
+    assert_eq!(r.json()["data"]["code"], 2011);
+    // Too far ahead, badly formed, missing.
+    let r = get(legacy_token(&k.secret, nonce(0) + 61 * 10_000_000)).await;
+    assert_eq!(r.json()["data"]["code"], 2014);
+    let r = get(sign(k.secret.as_bytes(), r#"{"nonce":"12345"}"#)).await;
+    assert_eq!(r.json()["data"]["code"], 2012);
+    let r = get(sign(k.secret.as_bytes(), r#"{"n":1}"#)).await;
+    assert_eq!(r.json()["data"]["code"], 2010);
+    // Wrong secret; unreadable token.
+    let r = get(legacy_token("not-the-secret", nonce(5))).await;
+    assert_eq!(r.json()["data"]["code"], 2000);
+    let r = get("garbage".into()).await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["data"]["code"], 1820);
+    // Forged requests did not consume nonces: the next honest one still works.
+    let r = get(legacy_token(&k.secret, nonce(2))).await;
+    assert_eq!(r.status, 200);
+
+    // close-account: validation first, then the documented refusal.
+    let post = |body: &'static [u8], n: u128| {
+        let (key, token) = (k.key.clone(), legacy_token(&k.secret, n));
+        async move {
+            call(
+                addr,
+                "POST",
+                "/api/v2/user/close-account",
+                &[FORM, ("Key", &key), ("Authorization", &token)],
+                body,
+            )
+            .await
+        }
+    };
+    let r = post(b"reason=short", nonce(3)).await;
+    assert_eq!(r.status, 422);
+    let v = envelope(&r, "user/close-account");
+    assert_eq!(v["missing_parameters"], serde_json::json!(["password"]));
+    assert_eq!(
+        v["incorrect_value_lengths"],
+        serde_json::json!(["reason minimum length 10"])
+    );
+    let r = post(b"reason=moving+elsewhere&password=hunter22", nonce(4)).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2750);
+
+    // Nonce memory survives a restart.
+    s.stop.unwrap().send(()).unwrap();
+    s.done.await.unwrap().unwrap();
+    let s2 = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let hdr = |n| legacy_token(&k.secret, n);
+    let r = call(
+        s2.addr,
+        "GET",
+        "/api/v2/subscriptions/details",
+        &[("Key", &k.key), ("Authorization", &hdr(nonce(4)))],
+        b"",
+    )
+    .await;
+    assert_eq!(r.json()["data"]["code"], 2011);
+    let r = call(
+        s2.addr,
+        "GET",
+        "/api/v2/subscriptions/details",
+        &[("Key", &k.key), ("Authorization", &hdr(nonce(9)))],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn strict_keys_sign_the_whole_request() {
+    let dir = temp_dir("strict");
+    let k = Store::open(&dir)
+        .unwrap()
+        .create_key("bob", "Free", true, NOW)
+        .unwrap();
+    let s = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let strict = |n: u128, body: &[u8], path: &str| {
+        let claims = serde_json::json!({
+            "nonce": n, "m": "POST", "p": path, "q": sha256_hex(b""), "b": sha256_hex(body), "ts": NOW,
+        });
+        sign(k.secret.as_bytes(), &claims.to_string())
+    };
+    let path = "/api/v2/user/close-account";
+    let body: &[u8] = b"reason=moving+elsewhere&password=hunter22";
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(1), body, "user/close-account"),
+            ),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    // Same token shape, body changed in flight.
+    let tampered: &[u8] = b"reason=moving+elsewhere&password=hunter23";
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(2), body, "user/close-account"),
+            ),
+        ],
+        tampered,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["data"]["code"], 1820);
+    // Token minted for another path.
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(3), body, "user/active-sessions"),
+            ),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    // A legacy token is not enough for a strict key.
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            ("Authorization", &legacy_token(&k.secret, nonce(4))),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    // The refused attempts consumed nothing: nonce 2 is still usable.
+    let r = call(
+        s.addr,
+        "POST",
+        path,
+        &[
+            FORM,
+            ("Key", &k.key),
+            (
+                "Authorization",
+                &strict(nonce(2), body, "user/close-account"),
+            ),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn every_catalogue_path_is_routed() {
+    let s = start(fixed_clock()).await;
+    let r = call(s.addr, "GET", "/api/v2/openapi.json", &[], b"").await;
+    assert_eq!(r.status, 200);
+    let doc = r.json();
+    let paths = doc["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), Catalogue::builtin().len());
+    for ep in Catalogue::builtin().endpoints() {
+        let target = format!("/api/v2/{}", ep.path);
+        assert!(paths.contains_key(&target));
+        for m in &ep.methods {
+            let r = call(s.addr, m.as_str(), &target, &[FORM], b"").await;
+            assert!(
+                r.status != 404 && r.status != 405 && r.status < 600,
+                "{target}: {}",
+                r.status
+            );
+            envelope(&r, &ep.path);
+            let op = &paths[&target][m.as_str().to_ascii_lowercase()];
+            let implemented = op["x-implemented"].as_bool().unwrap();
+            if r.status == 501 {
+                assert!(!implemented, "{target} answered 501 but claims a handler");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn hostile_input_gets_an_answer_not_a_hang() {
+    let settings = Settings {
+        max_body_bytes: 64,
+        read_timeout: Duration::from_millis(300),
+        ..fixed_clock()
+    };
+    let s = start(settings).await;
+    let big = vec![b'a'; 100];
+    let r = call(s.addr, "POST", "/api/v2/system/ping", &[FORM], &big).await;
+    assert_eq!(r.status, 413);
+    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2300);
+
+    // A body that never arrives.
+    let r = raw(s.addr, b"POST /api/v2/system/ping HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nConnection: close\r\n\r\nabc").await;
+    assert_eq!(r.status, 408);
+
+    // Not HTTP at all.
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"\x00\x01garbage\r\n\r\n").await.unwrap();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf))
+        .await
+        .expect("closed in time");
+    assert!(n.is_ok());
+
+    // Headers that never finish.
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"GET /api/v2/system/timestamp HTTP/1.1\r\nHost:")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf))
+        .await
+        .expect("closed in time")
+        .ok();
+
+    // Percent-garbage in the query string is just a bad value.
+    let r = call(
+        s.addr,
+        "POST",
+        "/api/v2/system/ping?milliseconds=%ff%00",
+        &[FORM],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 422);
+}
+
+#[tokio::test]
+async fn shutdown_ends_serve() {
+    let mut s = start(fixed_clock()).await;
+    assert_eq!(
+        call(s.addr, "GET", "/api/v2/system/timestamp", &[], b"")
+            .await
+            .status,
+        200
+    );
+    s.stop.take().unwrap().send(()).unwrap();
+    let res = tokio::time::timeout(Duration::from_secs(5), &mut s.done)
+        .await
+        .expect("serve returned");
+    res.unwrap().unwrap();
+    assert!(TcpStream::connect(s.addr).await.is_err(), "listener closed");
+}
+
+/// A signed-request helper bound to one key.
+struct Signer {
+    addr: SocketAddr,
+    key: String,
+    secret: String,
+    step: std::cell::Cell<u64>,
+}
+
+impl Signer {
+    async fn post(&self, path: &str, body: &str) -> Reply {
+        self.step.set(self.step.get() + 1);
+        let token = legacy_token(&self.secret, nonce(self.step.get()));
+        let target = format!("/api/v2/{path}");
+        call(
+            self.addr,
+            "POST",
+            &target,
+            &[FORM, ("Key", &self.key), ("Authorization", &token)],
+            body.as_bytes(),
+        )
+        .await
+    }
+    async fn get(&self, path: &str) -> Reply {
+        self.step.set(self.step.get() + 1);
+        let token = legacy_token(&self.secret, nonce(self.step.get()));
+        let target = format!("/api/v2/{path}");
+        call(
+            self.addr,
+            "GET",
+            &target,
+            &[("Key", &self.key), ("Authorization", &token)],
+            b"",
+        )
+        .await
+    }
+}
+
+#[tokio::test]
+async fn account_resources_are_stored_per_account() {
+    let dir = temp_dir("resources");
+    let store = Store::open(&dir).unwrap();
+    let ka = store.create_key("alice", "Free", false, NOW).unwrap();
+    let kb = store.create_key("bob", "Free", false, NOW).unwrap();
+    drop(store);
+    let s = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let alice = Signer {
+        addr: s.addr,
+        key: ka.key,
+        secret: ka.secret,
+        step: 0.into(),
+    };
+    let bob = Signer {
+        addr: s.addr,
+        key: kb.key,
+        secret: kb.secret,
+        step: 0.into(),
+    };
+
+    // Exchange credentials: validation, storage without secrets, plan maximum.
+    let r = alice
+        .post(
+            "exchange-api-keys/add",
+            "exchange=nowhere&label=main&token=tok12&secret=sec12",
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json()["missing_information"][0]["supported"][0],
+        "binance"
+    );
+    let mut ids = Vec::new();
+    for label in ["one", "two", "three"] {
+        let r = alice
+            .post(
+                "exchange-api-keys/add",
+                &format!("exchange=binance&label={label}&token=tok12&secret=sup3rsecret"),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v = envelope(&r, "exchange-api-keys/add");
+        assert_eq!(v["data"]["label"], label);
+        assert_eq!(v["data"]["status"], "active");
+        assert!(v["data"].get("secret").is_none() && v["data"].get("token").is_none());
+        ids.push(v["data"]["id"].as_i64().unwrap());
+    }
+    let r = alice
+        .post(
+            "exchange-api-keys/add",
+            "exchange=binance&label=four&token=tok12&secret=sup3rsecret",
+        )
+        .await;
+    assert_eq!(r.status, 422, "maximum_stored is 3");
+    let r = alice.post("exchange-api-keys/list", "limit=2").await;
+    let v = envelope(&r, "exchange-api-keys/list");
+    assert_eq!(v["data"]["total"], 3);
+    assert_eq!(v["data"]["showing"], 2);
+    assert_eq!(v["data"]["records"][0]["id"], ids[2], "newest first");
+    assert!(!String::from_utf8_lossy(&r.body).contains("sup3rsecret"));
+    let r = alice
+        .post("exchange-api-keys/list", "limit=2&pagenumber=2")
+        .await;
+    assert_eq!(r.json()["data"]["records"][0]["id"], ids[0]);
+
+    // Bob sees and touches none of it.
+    let r = bob.post("exchange-api-keys/list", "").await;
+    assert_eq!(r.json()["data"]["total"], 0);
+    let r = bob
+        .post("exchange-api-keys/delete", &format!("id={}", ids[0]))
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["missing_information"][0]["parameter"], "id");
+
+    let r = alice
+        .post(
+            "exchange-api-keys/edit",
+            &format!("id={}&label=renamed", ids[0]),
+        )
+        .await;
+    assert_eq!(r.json()["data"]["label"], "renamed");
+    let r = alice
+        .post("exchange-api-keys/test", &format!("id={}", ids[0]))
+        .await;
+    assert_eq!(r.json()["data"]["status"], "active");
+    let r = alice
+        .post("exchange-api-keys/delete", &format!("id={}", ids[1]))
+        .await;
+    assert_eq!(r.json()["data"]["deleted"], true);
+    let r = alice
+        .post("exchange-api-keys/delete", &format!("id={}", ids[1]))
+        .await;
+    assert_eq!(r.status, 422, "already deleted");
+
+    // Watchlist (unpaged GET list) and exchange queries that must name a stored key.
+    let r = alice
+        .post("strategy/add-watchlist-item", "code=binance-btcusdt")
+        .await;
+    let item = r.json()["data"]["id"].as_i64().unwrap();
+    let r = alice.get("strategy/list-watchlist").await;
+    assert_eq!(r.json()["data"][0]["code"], "binance-btcusdt");
+    let r = alice
+        .post(
+            "exchange-query/create-query",
+            "apikey=99999&exchange_query=balance",
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    let r = alice
+        .post(
+            "exchange-query/create-query",
+            &format!("apikey={}&exchange_query=balance", ids[0]),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let r = alice
+        .post("strategy/delete-watchlist-item", &format!("id={item}"))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        alice.get("strategy/list-watchlist").await.json()["data"],
+        serde_json::json!([])
+    );
+
+    // Sub-accounts: unique usernames, password never shown, active not editable here.
+    let sub = "name=Carol&email=carol@example.com&username=carol1&password=longenough1&active=1&allow_api_key_usage=0";
+    let r = alice.post("subaccounts/subaccount-create", sub).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let sid = r.json()["data"]["id"].as_i64().unwrap();
+    assert!(!String::from_utf8_lossy(&r.body).contains("longenough1"));
+    assert_eq!(
+        alice
+            .post("subaccounts/subaccount-create", sub)
+            .await
+            .status,
+        422
+    );
+    let r = alice
+        .post(
+            "subaccounts/subaccount-edit",
+            &format!("id={sid}&email=c2@example.com&name=Carol2&active=0&allow_api_key_usage=1"),
+        )
+        .await;
+    let v = r.json();
+    assert_eq!(v["data"]["email"], "c2@example.com");
+    assert_eq!(
+        v["data"]["active"], true,
+        "active cannot be changed by subaccount-edit"
+    );
+    assert_eq!(v["data"]["allow_api_key_usage"], true);
+
+    // Templates copy a profile; a blank label falls back to the profile's name.
+    let r = alice
+        .post("strategy/save-template", "copy_strategy_id=5")
+        .await;
+    assert_eq!(r.status, 422);
+    let r = alice.post("strategy/create-profile", "name=Momentum").await;
+    let profile = r.json()["data"]["id"].as_i64().unwrap();
+    let r = alice
+        .post(
+            "strategy/save-template",
+            &format!("copy_strategy_id={profile}&label="),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["data"]["label"], "Momentum");
+    let r = alice.get("strategy/list-templates").await;
+    assert_eq!(r.json()["data"][0]["copy_strategy_id"], profile.to_string());
+
+    // Access history: every authenticated call, newest first.
+    let r = alice.post("user/access-history", "limit=2").await;
+    let v = envelope(&r, "user/access-history");
+    assert_eq!(v["data"]["records"][0]["endpoint"], "user/access-history");
+    assert_eq!(v["data"]["records"][0]["address"], "127.0.0.1");
+    assert!(v["data"]["total"].as_u64().unwrap() > 10);
+    let r = bob.post("user/access-history", "").await;
+    assert_eq!(r.json()["data"]["total"], 3, "bob's own calls only");
+    let r = alice.get("user/account-details").await;
+    assert_eq!(r.json()["data"]["name"], "alice");
+    assert_eq!(r.json()["data"]["subscription"]["name"], "Free");
+
+    // Everything survives a restart.
+    s.stop.unwrap().send(()).unwrap();
+    s.done.await.unwrap().unwrap();
+    let s2 = start(Settings {
+        data_dir: Some(dir.clone()),
+        ..fixed_clock()
+    })
+    .await;
+    let alice = Signer {
+        addr: s2.addr,
+        step: 100.into(),
+        ..alice
+    };
+    let r = alice.post("exchange-api-keys/list", "").await;
+    assert_eq!(r.json()["data"]["total"], 2);
+    let r = alice.get("subaccounts/subaccount-list").await;
+    assert_eq!(r.json()["data"][0]["username"], "carol1");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn limits_answer_429_then_a_growing_418() {
+    let clock = Arc::new(std::sync::atomic::AtomicU64::new(NOW));
+    let c = clock.clone();
+    let dir = temp_dir("limits");
+    let k = Store::open(&dir)
+        .unwrap()
+        .create_key("dora", "Free", false, NOW)
+        .unwrap();
+    let s = start(Settings {
+        clock: Arc::new(move || c.load(std::sync::atomic::Ordering::SeqCst)),
+        ip_per_minute: 3,
+        data_dir: Some(dir.clone()),
+        ..Settings::default()
+    })
+    .await;
+    let anon = || call(s.addr, "GET", "/api/v2/system/timestamp", &[], b"");
+    for i in 0..3 {
+        let r = anon().await;
+        assert_eq!(r.status, 200, "request {i}");
+        assert_eq!(
+            r.header("ratelimit-policy").as_deref(),
+            Some("\"minute\";q=3;w=60")
+        );
+    }
+    let r = anon().await;
+    assert_eq!(r.status, 429);
+    let v = envelope(&r, "system/timestamp");
+    assert_eq!(v["data"]["code"], 1508);
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait));
+    assert!(r.header("ratelimit").unwrap().contains("r=0"));
+    // Keyless calls to key-only endpoints count for the address too.
+    let r = call(s.addr, "GET", "/api/v2/subscriptions/details", &[], b"").await;
+    assert_eq!(r.status, 418, "continuing after 429 earns a ban");
+    assert_eq!(r.json()["data"]["code"], 1509);
+    assert_eq!(r.header("retry-after").as_deref(), Some("120"));
+    clock.fetch_add(60_000, std::sync::atomic::Ordering::SeqCst);
+    let r = anon().await;
+    assert_eq!(r.status, 418, "still banned");
+    assert_eq!(r.header("retry-after").as_deref(), Some("60"));
+
+    // The address's ban does not touch a valid key, which has its plan's 60 a minute.
+    let mut step = 0;
+    let mut signed = || {
+        step += 1;
+        let token = legacy_token(
+            &k.secret,
+            u128::from(clock.load(std::sync::atomic::Ordering::SeqCst)) * 10_000 + step,
+        );
+        let key = k.key.clone();
+        async move {
+            call(
+                s.addr,
+                "GET",
+                "/api/v2/system/information",
+                &[("Key", &key), ("Authorization", &token)],
+                b"",
+            )
+            .await
+        }
+    };
+    for _ in 0..60 {
+        assert_ne!(signed().await.status, 429);
+    }
+    let r = signed().await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.json()["data"]["code"], 1507);
+    assert!(
+        r.json()["data"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("60 requests per minute")
+    );
+    assert_eq!(signed().await.status, 418);
+
+    // After the ban, the address starts a new window; repeating the offence doubles the ban.
+    clock.fetch_add(61_000, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..3 {
+        assert_eq!(anon().await.status, 200);
+    }
+    assert_eq!(anon().await.status, 429);
+    let r = anon().await;
+    assert_eq!(r.status, 418);
+    assert_eq!(r.header("retry-after").as_deref(), Some("240"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Reads one response with a Content-Length body from a kept-alive connection.
+async fn read_one(c: &mut TcpStream) -> (u16, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut byte))
+            .await
+            .expect("response in time")
+            .unwrap();
+        assert_eq!(
+            n,
+            1,
+            "connection closed early: {}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).await.unwrap();
+    (status, body)
+}
+
+#[tokio::test]
+async fn refused_requests_keep_the_connection_usable() {
+    let s = start(fixed_clock()).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    let body = "x".repeat(5000);
+    for (target, want) in [
+        ("/api/v2/user/close-account", 401),
+        ("/api/v2/no/such", 404),
+        ("/elsewhere", 404),
+        ("/api/v2/system/timestamp", 405),
+        ("/api/v2/system/ping", 422),
+    ] {
+        // Headers first, body a moment later, as http.client and many SDKs send them.
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+            body.len() + 13
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        c.write_all(format!("milliseconds={body}").as_bytes())
+            .await
+            .unwrap();
+        let (status, _) = read_one(&mut c).await;
+        assert_eq!(status, want, "{target}");
+    }
+    c.write_all(b"GET /api/v2/system/timestamp HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_one(&mut c).await.0, 200);
+}
