@@ -304,7 +304,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
         let now = self.clock.now();
-        let mut scratch = String::new();
+        // Sized for typical `key_value` lookups so matching does not regrow it per entry.
+        let mut scratch = String::with_capacity(128);
 
         if !rules.has_domain(&req.domain) {
             let name = format!(
@@ -368,16 +369,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     name: "",
                     shadow_mode: false,
                 };
-                self.push_increment(
-                    &mut batch,
-                    &mut scratch,
-                    None,
-                    &req.domain,
-                    d,
-                    spec.unit,
-                    hits,
-                    now,
-                );
+                self.push_increment(&mut batch, None, &req.domain, d, spec.unit, hits, now);
                 Target::Counted {
                     stats: self.stats.dynamic_rule(&override_stats_key(&req.domain, d)),
                     spec,
@@ -391,16 +383,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     Some(r) if r.unlimited => Target::Unlimited,
                     Some(r) => {
                         let unit = r.unit.unwrap_or(crate::Unit::Second);
-                        self.push_increment(
-                            &mut batch,
-                            &mut scratch,
-                            Some(r),
-                            &req.domain,
-                            d,
-                            unit,
-                            hits,
-                            now,
-                        );
+                        self.push_increment(&mut batch, Some(r), &req.domain, d, unit, hits, now);
                         let stats = match r.stats_key(&req.domain, &d.entries) {
                             None => Some(r.stats.clone()),
                             Some(k) => self.stats.dynamic_rule(&k),
@@ -593,7 +576,6 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     fn push_increment(
         &self,
         batch: &mut Vec<Increment>,
-        scratch: &mut String,
         rule: Option<&Arc<Rule>>,
         domain: &str,
         d: &Descriptor,
@@ -603,13 +585,20 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     ) {
         let window = unit.window_start(now);
         let prefix = &self.settings.cache_key_prefix;
+        // The key is built in its own exactly-sized string: one allocation, no copy.
+        let entries_len: usize = d
+            .entries
+            .iter()
+            .map(|e| e.key.len() + e.value.len() + 2)
+            .sum();
+        let mut key = String::with_capacity(prefix.len() + domain.len() + entries_len + 21);
         match rule {
-            Some(r) => r.cache_key_into(scratch, prefix, domain, &d.entries, window),
-            None => cache_key_into(scratch, prefix, domain, &d.entries, window),
+            Some(r) => r.cache_key_into(&mut key, prefix, domain, &d.entries, window),
+            None => cache_key_into(&mut key, prefix, domain, &d.entries, window),
         }
-        let ttl = unit.seconds() + jitter(scratch, self.settings.expiration_jitter_max_seconds);
+        let ttl = unit.seconds() + jitter(&key, self.settings.expiration_jitter_max_seconds);
         batch.push(Increment {
-            key: scratch.clone(),
+            key,
             hits,
             unit,
             ttl_seconds: ttl,

@@ -1,5 +1,8 @@
 //! The counter store boundary: the only I/O a decision needs, behind a trait.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use async_trait::async_trait;
 
 use crate::unit::Unit;
@@ -68,13 +71,21 @@ pub trait CounterStore: Send + Sync {
 
 #[async_trait]
 impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
-    async fn increment(
-        &self,
+    // Written out rather than `async fn`: forwarding the inner store's boxed future saves
+    // a second box and a poll layer on every decision (the server's store is an `Arc`).
+    fn increment<'s, 'b, 'c, 'async_trait>(
+        &'s self,
         now: u64,
-        batch: &[Increment],
-        counts: &mut [u64],
-    ) -> Result<(), StoreError> {
-        (**self).increment(now, batch, counts).await
+        batch: &'b [Increment],
+        counts: &'c mut [u64],
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'async_trait>>
+    where
+        's: 'async_trait,
+        'b: 'async_trait,
+        'c: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).increment(now, batch, counts)
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {

@@ -1,4 +1,5 @@
 //! Table tests from YAML fixtures (written for this project) plus property tests.
 
 mod fixtures;
+mod fuzz_corpus;
 mod properties;

@@ -3,6 +3,7 @@
 mod check_config;
 mod common;
 mod envoy;
+mod fuzz_corpus;
 mod grpc_face;
 mod health_states;
 mod http_face;

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Server load benchmark in one go, denominators measured right next to numerators because
+# on a shared 2-core machine only same-run ratios are stable (docs/benchmarks.md):
+#   1. Redis ceiling: redis-benchmark INCR -c 50 -P 1 and -P 16, alternating with
+#      our server on Redis (gRPC, 1 descriptor, 64 streams);  ratio >= 1.0 vs -P 1
+#   2. p99 at a fixed offered load of 20,000 decisions/s on Redis; target < 1 ms
+#   3. our server on the memory store vs the null gRPC server (same stack), alternating;
+#      ratio >= 0.8; plus /json on the memory store for reference
+# Everything listens on loopback, is stopped by PID, and each run is bounded by DURATION.
+# Usage: benches/run-load.sh [DURATION_SECS=5] [REPS=3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-5}
+REPS=${2:-3}
+STREAMS=64
+REDIS_PORT=16399
+work=$(mktemp -d /tmp/rl-load.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
+    --bin rl-load --bin rl-null-server >&2
+bin=target/release
+
+echo "== $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg); $(redis-server --version | cut -d' ' -f1-3)"
+
+redis-server --bind 127.0.0.1 --port $REDIS_PORT --save "" --appendonly no \
+    --protected-mode yes --daemonize no --logfile "$work/redis.log" &
+pids+=($!)
+
+mkdir -p "$work/rt/config"
+cat >"$work/rt/config/api.yaml" <<'EOF'
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1000000000}
+EOF
+
+# start_server NAME PORT_BASE ENV... : starts `ratelimit`, waits for its ports.
+start_server() {
+    local name=$1 base=$2
+    shift 2
+    env -i PATH="$PATH" HOST=127.0.0.1 PORT=$((base)) DEBUG_HOST=127.0.0.1 \
+        DEBUG_PORT=$((base + 1)) GRPC_HOST=127.0.0.1 GRPC_PORT=$((base + 2)) \
+        RUNTIME_ROOT="$work/rt" LOG_LEVEL=warn "$@" \
+        "$bin/ratelimit" >"$work/$name.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do
+        grep -q "listening" "$work/$name.log" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "$name did not start:"; cat "$work/$name.log"; exit 1
+}
+
+for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_server redis 18180 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
+start_server memory 18280 BACKEND_TYPE=memory
+"$bin/rl-null-server" 127.0.0.1:18291 >"$work/null.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+
+load() { timeout $((DURATION + 30)) "$bin/rl-load" --duration "$DURATION" --streams $STREAMS "$@"; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+rb() {
+    timeout 120 redis-benchmark -p $REDIS_PORT -t incr -c 50 -P "$1" -n "$2" -q 2>/dev/null |
+        tr '\r' '\n' | sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' | tail -1
+}
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+r_p1=() r_ours=() r_mem=() r_null=()
+for rep in $(seq "$REPS"); do
+    echo "-- round $rep"
+    p1=$(rb 1 $((150000 * DURATION / 5)))
+    p16=$(rb 16 $((1000000 * DURATION / 5)))
+    ours_line=$(load --addr 127.0.0.1:18182 --label redis_grpc)
+    ours=$(echo "$ours_line" | field rate)
+    echo "redis-benchmark INCR -c 50 -P 1: $p1/s   -P 16: $p16/s"
+    echo "$ours_line"
+    ratio=$(echo "$ours / $p1" | bc -l)
+    printf 'RATIO server_on_redis / redis_incr_P1 = %.3f   / P16 = %.3f   (target >= 1.0 vs P1)\n' \
+        "$ratio" "$(echo "$ours / $p16" | bc -l)"
+    r_p1+=("$ratio")
+
+    mem_line=$(load --addr 127.0.0.1:18282 --label memory_grpc)
+    null_line=$(load --addr 127.0.0.1:18291 --label null_grpc)
+    echo "$mem_line"
+    echo "$null_line"
+    ratio=$(echo "$(echo "$mem_line" | field rate) / $(echo "$null_line" | field rate)" | bc -l)
+    printf 'RATIO server_on_memory / null_server = %.3f   (target >= 0.8)\n' "$ratio"
+    r_mem+=("$ratio")
+done
+
+echo "-- fixed offered load on Redis, open loop: 20000 decisions/s (target p99 < 1 ms), and 5000/s"
+load --addr 127.0.0.1:18182 --rate 20000 --label redis_grpc_20k
+load --addr 127.0.0.1:18182 --rate 5000 --label redis_grpc_5k
+load --addr 127.0.0.1:18282 --rate 20000 --label memory_grpc_20k
+echo "-- /json on the memory store and on Redis (closed loop, 64 connections)"
+load --target json --addr 127.0.0.1:18280 --label memory_json
+load --target json --addr 127.0.0.1:18180 --label redis_json
+
+echo "== medians over $REPS rounds"
+printf 'MEDIAN server_on_redis / redis_incr_P1 = %.3f  (target >= 1.0)\n' \
+    "$(printf '%s\n' "${r_p1[@]}" | median)"
+printf 'MEDIAN server_on_memory / null_server = %.3f  (target >= 0.8)\n' \
+    "$(printf '%s\n' "${r_mem[@]}" | median)"
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

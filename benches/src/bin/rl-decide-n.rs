@@ -1,0 +1,76 @@
+//! Runs exactly N decisions of one kind, for instruction counting under callgrind:
+//! `(Ir(2N) - Ir(N)) / N` cancels start-up, rule compilation and map growth.
+//!
+//! `rl-decide-n <limiter1|limiter3|pure200|limiter200> <N>`
+
+use std::hint::black_box;
+
+use ratelimit_benches::{
+    decide_blocking, plan_and_decide, realistic_requests, realistic_rules, simple_limiter,
+    simple_requests, triple_requests,
+};
+use ratelimit_core::Stats;
+
+/// Distinct keys: as in the criterion benches, every key is warm after the first pass.
+const KEYS: usize = 1024;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let kind = args.next().unwrap_or_default();
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    if n == 0 {
+        eprintln!("usage: rl-decide-n <limiter1|limiter3|pure200|limiter200> <N>");
+        std::process::exit(2);
+    }
+    let mut sink = 0usize;
+    match kind.as_str() {
+        "limiter1" | "limiter3" => {
+            let reqs = if kind == "limiter1" {
+                simple_requests(KEYS)
+            } else {
+                triple_requests(KEYS)
+            };
+            let l = simple_limiter();
+            // Warm every key so that N and 2N differ only by steady-state decisions.
+            for r in &reqs {
+                decide_blocking(&l, r);
+            }
+            for i in 0..n {
+                sink += decide_blocking(&l, black_box(&reqs[i % KEYS])) as usize;
+            }
+        }
+        "pure200" => {
+            let stats = Stats::default();
+            let rules = realistic_rules(&stats);
+            let reqs = realistic_requests(KEYS);
+            let (mut scratch, mut key) = (String::new(), String::new());
+            for i in 0..n {
+                sink += plan_and_decide(&rules, black_box(&reqs[i % KEYS]), &mut scratch, &mut key);
+            }
+        }
+        "limiter200" => {
+            let l = {
+                let mut b = ratelimit_core::Limiter::builder(
+                    std::sync::Arc::new(ratelimit_backends::MemoryStore::new()),
+                    std::sync::Arc::new(ratelimit_core::ManualClock::new(ratelimit_benches::NOW)),
+                );
+                for (name, text) in ratelimit_benches::realistic_config() {
+                    b = b.yaml(name, text);
+                }
+                b.build().expect("valid rules")
+            };
+            let reqs = realistic_requests(KEYS);
+            for r in &reqs {
+                decide_blocking(&l, r);
+            }
+            for i in 0..n {
+                sink += decide_blocking(&l, black_box(&reqs[i % KEYS])) as usize;
+            }
+        }
+        other => {
+            eprintln!("unknown kind {other}");
+            std::process::exit(2);
+        }
+    }
+    println!("{kind} {n} {}", black_box(sink));
+}

@@ -1,0 +1,377 @@
+//! Load generator for the `ratelimit` server (and the null server): N concurrent streams of
+//! `ShouldRateLimit` over gRPC or `POST /json` over HTTP/1.1, closed loop or at a fixed
+//! offered rate, reporting decisions/s and latency percentiles.
+//!
+//! ```text
+//! rl-load [--target grpc|json] [--addr 127.0.0.1:8081] [--streams 64] [--conns 1]
+//!         [--duration 10 | --count N] [--rate DECISIONS_PER_SEC] [--keys 1000]
+//!         [--domain api] [--key user] [--override] [--threads 1] [--label name]
+//! ```
+//!
+//! Open loop (`--rate`): each stream owns every `streams`-th slot of a fixed schedule and
+//! latency is measured from the slot's scheduled time, not from when the request was
+//! actually sent, so a stalled server shows up in the percentiles (no coordinated omission).
+//! tokio's timer wakes up to 1 ms late, which that measure includes; the `send_*` columns
+//! measure from the actual send instead (the service time, as a closed loop sees it).
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use ratelimit_server::pb::rls;
+use ratelimit_server::pb::rls::rate_limit_service_client::RateLimitServiceClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tonic::transport::{Channel, Endpoint};
+
+#[derive(Clone)]
+struct Opts {
+    target: String,
+    addr: String,
+    streams: u64,
+    conns: u64,
+    duration: Option<Duration>,
+    count: Option<u64>,
+    rate: Option<f64>,
+    keys: u64,
+    domain: String,
+    key: String,
+    with_override: bool,
+    threads: usize,
+    label: String,
+}
+
+fn parse() -> Opts {
+    let mut o = Opts {
+        target: "grpc".into(),
+        addr: "127.0.0.1:8081".into(),
+        streams: 64,
+        conns: 1,
+        duration: None,
+        count: None,
+        rate: None,
+        keys: 1000,
+        domain: "api".into(),
+        key: "user".into(),
+        with_override: false,
+        threads: 1,
+        label: String::new(),
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        if flag == "--override" {
+            o.with_override = true;
+            i += 1;
+            continue;
+        }
+        let Some(v) = args.get(i + 1).cloned() else {
+            usage(&format!("{flag} needs a value"));
+        };
+        let num = |v: &str| -> f64 { v.parse().unwrap_or_else(|_| usage(&format!("bad {flag}"))) };
+        match flag {
+            "--target" => o.target = v,
+            "--addr" => o.addr = v,
+            "--streams" => o.streams = num(&v) as u64,
+            "--conns" => o.conns = num(&v) as u64,
+            "--duration" => o.duration = Some(Duration::from_secs_f64(num(&v))),
+            "--count" => o.count = Some(num(&v) as u64),
+            "--rate" => o.rate = Some(num(&v)),
+            "--keys" => o.keys = num(&v) as u64,
+            "--domain" => o.domain = v,
+            "--key" => o.key = v,
+            "--threads" => o.threads = num(&v) as usize,
+            "--label" => o.label = v,
+            _ => usage(&format!("unknown flag {flag}")),
+        }
+        i += 2;
+    }
+    if o.streams == 0 || o.conns == 0 || o.keys == 0 || o.threads == 0 {
+        usage("streams, conns, keys and threads must be positive");
+    }
+    if !matches!(o.target.as_str(), "grpc" | "json") {
+        usage("--target is grpc or json");
+    }
+    if o.duration.is_none() && o.count.is_none() {
+        o.duration = Some(Duration::from_secs(10));
+    }
+    if o.label.is_empty() {
+        o.label = o.target.clone();
+    }
+    o
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("rl-load: {msg}");
+    eprintln!(
+        "usage: rl-load [--target grpc|json] [--addr HOST:PORT] [--streams N] [--conns N] \
+         [--duration SECS | --count N] [--rate PER_SEC] [--keys N] [--domain D] [--key K] \
+         [--override] [--threads N] [--label NAME]"
+    );
+    std::process::exit(2)
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    over: u64,
+    errors: u64,
+}
+
+/// Which request a global sequence number sends: key `seq % keys`, so `--count` equal to
+/// `--keys` touches every key exactly once (the memory test's 1M distinct counters).
+fn value_for(o: &Opts, seq: u64) -> String {
+    if o.with_override {
+        format!("ovr{}", seq % o.keys)
+    } else {
+        format!("u{}", seq % o.keys)
+    }
+}
+
+fn grpc_request(o: &Opts, seq: u64) -> rls::RateLimitRequest {
+    use ratelimit_server::pb::envoy::extensions::common::ratelimit::v3 as common;
+    let limit = o
+        .with_override
+        .then_some(common::rate_limit_descriptor::RateLimitOverride {
+            requests_per_unit: 1_000_000,
+            unit: 2,
+        });
+    rls::RateLimitRequest {
+        domain: o.domain.clone(),
+        descriptors: vec![common::RateLimitDescriptor {
+            entries: vec![common::rate_limit_descriptor::Entry {
+                key: o.key.clone(),
+                value: value_for(o, seq),
+            }],
+            limit,
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+fn json_body(o: &Opts, seq: u64) -> String {
+    let limit = if o.with_override {
+        r#","limit":{"requests_per_unit":1000000,"unit":"MINUTE"}"#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{"domain":"{}","descriptors":[{{"entries":[{{"key":"{}","value":"{}"}}]{limit}}}]}}"#,
+        o.domain,
+        o.key,
+        value_for(o, seq)
+    )
+}
+
+/// One keep-alive HTTP/1.1 connection sending `POST /json`.
+struct JsonConn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl JsonConn {
+    async fn connect(addr: &str) -> std::io::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(JsonConn {
+            stream,
+            buf: Vec::with_capacity(1024),
+        })
+    }
+
+    /// Sends one body and returns the status code.
+    async fn post(&mut self, host: &str, body: &str) -> std::io::Result<u16> {
+        let req = format!(
+            "POST /json HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.stream.write_all(req.as_bytes()).await?;
+        self.buf.clear();
+        let head_end = loop {
+            if let Some(p) = find(&self.buf, b"\r\n\r\n") {
+                break p + 4;
+            }
+            let mut chunk = [0u8; 2048];
+            let n = self.stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).to_ascii_lowercase();
+        let status: u16 = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while self.buf.len() < head_end + len {
+            let mut chunk = [0u8; 2048];
+            let n = self.stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        Ok(status)
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+enum Conn {
+    Grpc(RateLimitServiceClient<Channel>),
+    Json(JsonConn),
+}
+
+/// One stream: sends its share of the sequence until the deadline or the count.
+async fn stream(
+    o: Opts,
+    idx: u64,
+    mut conn: Conn,
+    start: Instant,
+) -> (Histogram<u64>, Histogram<u64>, Tally) {
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
+    let mut sent_hist = hist.clone();
+    let mut tally = Tally::default();
+    let mut k: u64 = 0;
+    loop {
+        let seq = k * o.streams + idx;
+        if o.count.is_some_and(|c| seq >= c) {
+            break;
+        }
+        let scheduled = match o.rate {
+            Some(r) => {
+                let at = start + Duration::from_secs_f64(seq as f64 / r);
+                tokio::time::sleep_until(at.into()).await;
+                at
+            }
+            None => Instant::now(),
+        };
+        if o.duration
+            .is_some_and(|d| scheduled.duration_since(start) >= d)
+        {
+            break;
+        }
+        let sent = Instant::now();
+        let outcome = match &mut conn {
+            Conn::Grpc(c) => match c.should_rate_limit(grpc_request(&o, seq)).await {
+                Ok(r) => {
+                    Some(r.into_inner().overall_code == rls::rate_limit_response::Code::Ok as i32)
+                }
+                Err(_) => None,
+            },
+            Conn::Json(c) => match c.post(&o.addr, &json_body(&o, seq)).await {
+                Ok(200) => Some(true),
+                Ok(429) => Some(false),
+                Ok(_) => None,
+                Err(_) => {
+                    if let Ok(fresh) = JsonConn::connect(&o.addr).await {
+                        *c = fresh;
+                    }
+                    None
+                }
+            },
+        };
+        let _ = hist.record(scheduled.elapsed().as_nanos().max(1) as u64);
+        let _ = sent_hist.record(sent.elapsed().as_nanos().max(1) as u64);
+        match outcome {
+            Some(true) => tally.ok += 1,
+            Some(false) => tally.over += 1,
+            None => tally.errors += 1,
+        }
+        k += 1;
+    }
+    (hist, sent_hist, tally)
+}
+
+async fn run(o: Opts) {
+    let mut channels = Vec::new();
+    if o.target == "grpc" {
+        for _ in 0..o.conns {
+            let ch = Endpoint::from_shared(format!("http://{}", o.addr))
+                .expect("address")
+                .tcp_nodelay(true)
+                .connect()
+                .await
+                .unwrap_or_else(|e| {
+                    eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
+                    std::process::exit(1)
+                });
+            channels.push(ch);
+        }
+    }
+    let mut conns = Vec::new();
+    for i in 0..o.streams {
+        conns.push(if o.target == "grpc" {
+            Conn::Grpc(RateLimitServiceClient::new(
+                channels[(i % o.conns) as usize].clone(),
+            ))
+        } else {
+            Conn::Json(JsonConn::connect(&o.addr).await.unwrap_or_else(|e| {
+                eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
+                std::process::exit(1)
+            }))
+        });
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| tokio::spawn(stream(o.clone(), i as u64, c, start)))
+        .collect();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
+    let mut sent_hist = hist.clone();
+    let mut tally = Tally::default();
+    for t in tasks {
+        let (h, s, t) = t.await.expect("stream task");
+        hist.add(&h).expect("same bounds");
+        sent_hist.add(&s).expect("same bounds");
+        tally.ok += t.ok;
+        tally.over += t.over;
+        tally.errors += t.errors;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let decided = tally.ok + tally.over;
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    let send_us = |q: f64| sent_hist.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "RESULT label={} target={} streams={} conns={} offered={} decisions={} errors={} \
+         over_limit={} secs={secs:.2} rate={:.0} p50_us={:.0} p99_us={:.0} p999_us={:.0} max_us={:.0} \
+         send_p50_us={:.0} send_p99_us={:.0} send_p999_us={:.0}",
+        o.label,
+        o.target,
+        o.streams,
+        o.conns,
+        o.rate.map_or("closed".into(), |r| format!("{r:.0}")),
+        decided,
+        tally.errors,
+        tally.over,
+        decided as f64 / secs,
+        us(0.5),
+        us(0.99),
+        us(0.999),
+        hist.max() as f64 / 1000.0,
+        send_us(0.5),
+        send_us(0.99),
+        send_us(0.999),
+    );
+}
+
+fn main() {
+    let o = parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(o.threads)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(o));
+}
