@@ -5,6 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use arc_swap::ArcSwapOption;
+use smallvec::SmallVec;
+
+/// Descriptors per request kept inline before spilling to the heap.
+const INLINE: usize = 4;
 
 use crate::clock::Clock;
 use crate::config::ConfigError;
@@ -329,7 +333,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
         // Resolve every descriptor to a rule (or override) first: `replaces` looks across
         // all of them before anything is counted.
-        let mut matched: Vec<Option<&Arc<Rule>>> = Vec::with_capacity(req.descriptors.len());
+        // Inline storage for the usual handful of descriptors: no heap allocation per request.
+        let mut matched: SmallVec<[Option<&Arc<Rule>>; INLINE]> =
+            SmallVec::with_capacity(req.descriptors.len());
         let mut any_replaces = false;
         for d in &req.descriptors {
             let m = if d.limit.is_some() {
@@ -358,8 +364,10 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             }
         }
 
-        let mut targets = Vec::with_capacity(req.descriptors.len());
-        let mut batch: Vec<Increment> = Vec::with_capacity(req.descriptors.len());
+        let mut targets: SmallVec<[Target<'_>; INLINE]> =
+            SmallVec::with_capacity(req.descriptors.len());
+        let mut batch: SmallVec<[Increment; INLINE]> =
+            SmallVec::with_capacity(req.descriptors.len());
         for (d, m) in req.descriptors.iter().zip(&matched) {
             let hits = req.hits_for(d);
             let target = if let Some(o) = d.limit {
@@ -408,16 +416,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
         let n = batch.len();
         // Keys known to be over their limit this window are answered locally.
-        let cached: Vec<bool> = match &self.local_cache {
+        let cached: SmallVec<[bool; INLINE]> = match &self.local_cache {
             Some(lc) => batch.iter().map(|b| lc.contains(&b.key, now)).collect(),
-            None => vec![false; n],
+            None => smallvec::smallvec![false; n],
         };
         let any_cached = cached.iter().any(|c| *c);
         if self.settings.stop_increment_when_over_limit && n > 0 {
             self.stop_increments(now, &targets, &mut batch, &cached, any_cached)
                 .await?;
         }
-        let mut counts = vec![0u64; n];
+        let mut counts: SmallVec<[u64; INLINE]> = smallvec::smallvec![0u64; n];
         if any_cached {
             let live: Vec<Increment> = batch
                 .iter()
@@ -575,7 +583,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     #[allow(clippy::too_many_arguments)]
     fn push_increment(
         &self,
-        batch: &mut Vec<Increment>,
+        batch: &mut SmallVec<[Increment; INLINE]>,
         rule: Option<&Arc<Rule>>,
         domain: &str,
         d: &Descriptor,
