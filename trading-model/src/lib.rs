@@ -37,6 +37,7 @@ mod describe;
 mod envelope;
 mod errors;
 pub mod limits;
+pub mod market;
 mod paging;
 mod params;
 mod validate;

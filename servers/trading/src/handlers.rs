@@ -38,8 +38,23 @@ const STATELESS: [&str; 13] = [
 
 /// Whether `path` has a handler (the others answer 501 after validation).
 pub(crate) fn implemented(path: &str) -> bool {
-    STATELESS.contains(&path) || crate::resources::find(path).is_some()
+    STATELESS.contains(&path)
+        || crate::resources::find(path).is_some()
+        || MODULES.iter().any(|(handles, _)| handles(path))
 }
+
+type Handles = fn(&str) -> bool;
+type Call = fn(&Endpoint, &Valid, &Env) -> Option<Result<Value, ApiError>>;
+
+/// Feature modules, asked in order before the generic resources: the first that handles a
+/// path answers it (so a module can take over a resource endpoint, such as deleting an
+/// exchange key that a running strategy uses).
+const MODULES: [(Handles, Call); 4] = [
+    (crate::paper::handles, crate::paper::call),
+    (crate::market::handles, crate::market::call),
+    (crate::account::handles, crate::account::call),
+    (crate::extras::handles, crate::extras::call),
+];
 
 pub(crate) struct Env {
     pub cat: &'static Catalogue,
@@ -49,11 +64,14 @@ pub(crate) struct Env {
     pub store: std::sync::Arc<crate::store::Store>,
     /// Caller's address, for the access history.
     pub address: String,
+    /// The simulated market (pure; prices are a function of time).
+    pub market: std::sync::Arc<trading_model::market::Market>,
 }
 
 /// Runs the endpoint's handler. Called on a blocking thread: resource handlers use SQLite.
 pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
     let now = env.now_ms;
+    crate::paper::tick(&env.store, &env.market, now);
     if let Some(c) = &env.caller {
         // Every authenticated call that got this far is part of the access history.
         let mut entry = serde_json::Map::new();
@@ -65,6 +83,13 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
         env.store
             .trim_records("access", c.user_id, ACCESS_HISTORY_KEPT)
             .map_err(crate::resources::db)?;
+    }
+    for (handles, answer) in MODULES {
+        if handles(&ep.path) {
+            if let Some(result) = answer(ep, valid, env) {
+                return result;
+            }
+        }
     }
     if let Some((spec, action)) = crate::resources::find(&ep.path) {
         let caller = env

@@ -35,13 +35,18 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use trading_model::auth::{AuthError, Signed, Token, check_nonce};
 use trading_model::limits::Subject;
+use trading_model::market::Market;
 use trading_model::{
     ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure,
     prepare, route_error, success,
 };
 
+mod account;
+mod extras;
 mod handlers;
 mod limiting;
+mod market;
+mod paper;
 mod resources;
 pub mod store;
 
@@ -57,6 +62,36 @@ pub fn system_clock() -> Clock {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     })
+}
+
+/// The sandbox's one clock when time control is enabled: the wall clock plus an offset
+/// that only grows. Tests move it forward (`POST /sandbox/advance?ms=N`) instead of
+/// sleeping; because it never runs behind the wall clock, nonces derived from real time by
+/// the SDKs stay acceptable.
+#[derive(Debug, Default)]
+pub struct SandboxClock {
+    offset_ms: AtomicU64,
+}
+
+impl SandboxClock {
+    /// A clock that starts at the wall clock.
+    pub fn new() -> Arc<SandboxClock> {
+        Arc::new(SandboxClock::default())
+    }
+
+    /// The clock to put in [`Settings::clock`].
+    pub fn clock(self: &Arc<SandboxClock>) -> Clock {
+        let me = self.clone();
+        let wall = system_clock();
+        Arc::new(move || wall().saturating_add(me.offset_ms.load(Ordering::Relaxed)))
+    }
+
+    /// Moves the clock forward by `ms`; returns the total offset.
+    pub fn advance(&self, ms: u64) -> u64 {
+        self.offset_ms
+            .fetch_add(ms, Ordering::Relaxed)
+            .saturating_add(ms)
+    }
 }
 
 /// Server settings.
@@ -76,6 +111,11 @@ pub struct Settings {
     pub data_dir: Option<PathBuf>,
     /// Requests per minute per address for calls without a valid key; 0 disables the limit.
     pub ip_per_minute: u32,
+    /// Seed of the simulated market (equal seeds give equal prices, books and news).
+    pub seed: u64,
+    /// Time control for tests: when set, `POST /sandbox/advance?ms=N` moves this clock
+    /// (which must then be the one in `clock`) forward.
+    pub sandbox: Option<Arc<SandboxClock>>,
 }
 
 impl Default for Settings {
@@ -91,6 +131,8 @@ impl Default for Settings {
             clock: system_clock(),
             data_dir: None,
             ip_per_minute: 60,
+            seed: 1,
+            sandbox: None,
         }
     }
 }
@@ -104,6 +146,8 @@ impl std::fmt::Debug for Settings {
             .field("exchanges", &self.exchanges)
             .field("data_dir", &self.data_dir)
             .field("ip_per_minute", &self.ip_per_minute)
+            .field("seed", &self.seed)
+            .field("sandbox", &self.sandbox.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +160,7 @@ struct App {
     boot_ms: u64,
     store: Arc<Store>,
     limits: limiting::Limits,
+    market: Arc<Market>,
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then lets open connections
@@ -132,6 +177,7 @@ pub async fn serve(
     .map_err(|e| std::io::Error::other(e.to_string()))?;
     let limits = limiting::Limits::new(settings.clock.clone()).map_err(std::io::Error::other)?;
     let cat = Catalogue::builtin();
+    let settings_seed = settings.seed;
     let openapi = serde_json::to_vec(&served_openapi(cat)).unwrap_or_default();
     let app = Arc::new(App {
         boot_ms: (settings.clock)(),
@@ -141,7 +187,27 @@ pub async fn serve(
         requests: AtomicU64::new(0),
         store: Arc::new(store),
         limits,
+        market: Arc::new(Market::new(settings_seed)),
     });
+    // Work that runs on its own (strategies, delayed orders) also advances on requests, so
+    // an injected clock is enough; this tick covers the wall clock's passing.
+    {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                every.tick().await;
+                let (store, market, now) = (
+                    app.store.clone(),
+                    app.market.clone(),
+                    (app.settings.clock)(),
+                );
+                let _ =
+                    tokio::task::spawn_blocking(move || paper::tick(&store, &market, now)).await;
+            }
+        });
+    }
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -291,6 +357,12 @@ async fn respond(
         resp
     };
 
+    if raw_path == "/sandbox/advance" {
+        if let Some(clock) = &app.settings.sandbox {
+            return advance(app, clock, req, request_id).await;
+        }
+    }
+
     if !raw_path.starts_with(PREFIX) {
         let err = match read_body(req.into_body(), &app.settings).await {
             Ok(_) => ApiError::new(ErrorCode::UnknownEndpoint).with_message(format!(
@@ -396,6 +468,7 @@ async fn respond(
         caller: caller.clone(),
         store: app.store.clone(),
         address,
+        market: app.market.clone(),
     };
     let outcome = tokio::task::spawn_blocking(move || handlers::call(ep, &valid, &env))
         .await
@@ -410,6 +483,42 @@ async fn respond(
         }
         Err(e) => fail(e, Some(ep)),
     }
+}
+
+/// `POST /sandbox/advance?ms=N`: moves the sandbox clock forward by N milliseconds (at
+/// most a year per call) and runs the due background work before answering, so the caller
+/// sees its effects at once.
+async fn advance(
+    app: &App,
+    clock: &Arc<SandboxClock>,
+    req: http::Request<Incoming>,
+    request_id: &str,
+) -> Response<Full<Bytes>> {
+    const MAX_STEP_MS: u64 = 366 * 86_400_000;
+    let now = (app.settings.clock)();
+    let ms = req.uri().query().unwrap_or("").split('&').find_map(|kv| {
+        kv.strip_prefix("ms=")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v <= MAX_STEP_MS)
+    });
+    let is_post = req.method() == http::Method::POST;
+    if let Err(e) = read_body(req.into_body(), &app.settings).await {
+        return fail_early(e, "/sandbox/advance", now, request_id);
+    }
+    let Some(ms) = ms.filter(|_| is_post) else {
+        let err = ApiError::new(ErrorCode::MissingInformation).with_message(format!(
+            "Use POST /sandbox/advance?ms=N with 0 <= N <= {MAX_STEP_MS}."
+        ));
+        return fail_early(err, "/sandbox/advance", now, request_id);
+    };
+    clock.advance(ms);
+    let now = (app.settings.clock)();
+    let (store, market) = (app.store.clone(), app.market.clone());
+    let _ = tokio::task::spawn_blocking(move || paper::tick(&store, &market, now)).await;
+    json_response(
+        200,
+        &serde_json::json!({"data": {"milliseconds": now, "seconds": now / 1000}}),
+    )
 }
 
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {

@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N]
+  trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N] [--seed N] [--sandbox-clock]
   trading-api create-key --data-dir DIR --name NAME [--plan PLAN] [--strict]
 
   --listen ADDR    address to serve on (default 0.0.0.0:8090)
   --data-dir DIR   where keys and account data are kept (default: in memory, lost at exit)
   --ip-per-minute N  requests a minute per address without a valid key (default 60; 0: no limit)
+  --seed N         seed of the simulated market (default 1); equal seeds give equal data
+  --sandbox-clock  enable POST /sandbox/advance?ms=N, which moves the server clock forward
   --name NAME      account the key belongs to (created on first use)
   --plan PLAN      subscription plan of a new account (default Free)
   --strict         the key only accepts tokens that also sign method, path, query and body
@@ -25,6 +27,8 @@ enum Command {
         listen: SocketAddr,
         data_dir: Option<PathBuf>,
         ip_per_minute: u32,
+        seed: u64,
+        sandbox_clock: bool,
     },
     CreateKey {
         data_dir: PathBuf,
@@ -46,6 +50,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut plan = "Free".to_owned();
     let mut strict = false;
     let mut ip_per_minute = 60;
+    let mut seed = 1;
+    let mut sandbox_clock = false;
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
@@ -71,6 +77,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
                     .parse()
                     .map_err(|_| format!("--ip-per-minute {v:?} is not a whole number"))?;
             }
+            "--seed" if !create => {
+                let v = value("a whole number")?;
+                seed = v
+                    .parse()
+                    .map_err(|_| format!("--seed {v:?} is not a whole number"))?;
+            }
+            "--sandbox-clock" if !create && inline.is_none() => sandbox_clock = true,
             "--data-dir" => data_dir = Some(PathBuf::from(value("a directory")?)),
             "--name" if create => name = Some(value("an account name")?),
             "--plan" if create => plan = value("a plan name")?,
@@ -83,6 +96,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             listen,
             data_dir,
             ip_per_minute,
+            seed,
+            sandbox_clock,
         });
     }
     let data_dir = data_dir.ok_or("create-key needs --data-dir")?;
@@ -107,7 +122,9 @@ fn main() -> ExitCode {
             listen,
             data_dir,
             ip_per_minute,
-        }) => serve(listen, data_dir, ip_per_minute),
+            seed,
+            sandbox_clock,
+        }) => serve(listen, data_dir, ip_per_minute, seed, sandbox_clock),
         Ok(Command::CreateKey {
             data_dir,
             name,
@@ -137,7 +154,13 @@ fn create_key(dir: &std::path::Path, name: &str, plan: &str, strict: bool) -> Ex
     }
 }
 
-fn serve(listen: SocketAddr, data_dir: Option<PathBuf>, ip_per_minute: u32) -> ExitCode {
+fn serve(
+    listen: SocketAddr,
+    data_dir: Option<PathBuf>,
+    ip_per_minute: u32,
+    seed: u64,
+    sandbox_clock: bool,
+) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -181,11 +204,17 @@ fn serve(listen: SocketAddr, data_dir: Option<PathBuf>, ip_per_minute: u32) -> E
             }
             eprintln!("trading-api: shutting down");
         };
-        let settings = trading_server::Settings {
+        let mut settings = trading_server::Settings {
             data_dir,
             ip_per_minute,
+            seed,
             ..trading_server::Settings::default()
         };
+        if sandbox_clock {
+            let clock = trading_server::SandboxClock::new();
+            settings.clock = clock.clock();
+            settings.sandbox = Some(clock);
+        }
         match trading_server::serve(listener, settings, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -210,16 +239,24 @@ mod tests {
             listen,
             data_dir,
             ip_per_minute,
+            seed,
+            sandbox_clock,
         } = parse(&[]).unwrap()
         else {
             panic!()
         };
         assert_eq!((listen.port(), data_dir, ip_per_minute), (8090, None, 60));
+        assert_eq!((seed, sandbox_clock), (1, false));
         let Command::Serve {
             listen,
             data_dir,
             ip_per_minute,
+            seed,
+            sandbox_clock,
         } = parse(&[
+            "--seed",
+            "99",
+            "--sandbox-clock",
             "--listen",
             "127.0.0.1:1",
             "--data-dir=/tmp/x",
@@ -230,7 +267,11 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((listen.port(), ip_per_minute), (1, 0));
+        assert_eq!(
+            (listen.port(), ip_per_minute, seed, sandbox_clock),
+            (1, 0, 99, true)
+        );
+        assert!(parse(&["--seed", "x"]).is_err());
         assert!(parse(&["--ip-per-minute", "-1"]).is_err());
         assert_eq!(data_dir, Some(PathBuf::from("/tmp/x")));
         assert_eq!(parse(&["--help"]).unwrap(), Command::Help);

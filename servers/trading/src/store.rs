@@ -220,13 +220,21 @@ impl Store {
     fn init(conn: Connection, key: [u8; 32]) -> Result<Store, StoreError> {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.execute_batch(SCHEMA)?;
+        for schema in [
+            crate::market::SCHEMA,
+            crate::paper::SCHEMA,
+            crate::account::SCHEMA,
+            crate::extras::SCHEMA,
+        ] {
+            conn.execute_batch(schema)?;
+        }
         Ok(Store {
             conn: Mutex::new(conn),
             cipher: ChaCha20Poly1305::new(Key::from_slice(&key)),
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite half-written (statements are
         // atomic), so a poisoned lock is safe to reuse.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())

@@ -9,103 +9,18 @@ restarts it on the same data directory and checks that keys and nonce memory sur
 usage: blackbox.py PATH/TO/trading-api
 """
 
-import base64
-import hashlib
-import hmac
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what)
-
-
-def b64url(data: bytes) -> str:
-    return base64.b64encode(data).decode().replace("+", "-").replace("/", "_").rstrip("=")
-
-
-class Client:
-    """Mirrors the SDKs' ApiAccess class: same header names, token layout and nonce."""
-
-    def __init__(self, base, key="", secret=""):
-        self.base = base
-        self.key = key
-        self.secret = secret
-        self.last_nonce = 0
-
-    def nonce(self):
-        n = int(round(time.time() * 10**7))
-        self.last_nonce = max(n, self.last_nonce + 1)
-        return self.last_nonce
-
-    def token(self, nonce):
-        head = b64url(b'{"typ":"JWT","alg":"HS256"}')
-        body = b64url(json.dumps({"nonce": nonce}).encode())
-        sig = hmac.new(self.secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-        return f"{head}.{body}.{b64url(sig)}"
-
-    def call(self, method, path, params=None, nonce=None, auth=True):
-        url = f"{self.base}/api/v2/{path}"
-        data = None
-        headers = {}
-        if params and method == "GET":
-            url += "?" + urllib.parse.urlencode(params, doseq=True)
-        elif method == "POST":
-            data = urllib.parse.urlencode(params or {}, doseq=True).encode()
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        if auth and self.key:
-            headers["Key"] = self.key
-            headers["Authorization"] = self.token(nonce if nonce is not None else self.nonce())
-        req = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
-
-
-def start(binary, data_dir):
-    proc = subprocess.Popen(
-        [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stderr.readline()
-    m = re.search(r"http://([0-9.]+:[0-9]+)/", line)
-    if not m:
-        proc.kill()
-        raise SystemExit(f"server did not report its address: {line!r}")
-    return proc, f"http://{m.group(1)}"
-
-
-def stop(proc):
-    proc.terminate()
-    try:
-        code = proc.wait(timeout=10)
-        check(code == 0, f"server exits cleanly on SIGTERM (exit {code})")
-    except subprocess.TimeoutExpired:
-        check(False, "server stops within 10 s of SIGTERM")
-        proc.kill()
-        proc.wait()
-
-
-def envelope_ok(status, body, endpoint):
-    check(body.get("meta", {}).get("status") == status, f"{endpoint}: meta.status {body.get('meta')} != {status}")
-    check(body.get("meta", {}).get("endpoint") == endpoint, f"{endpoint}: meta.endpoint")
-    check("data" in body, f"{endpoint}: data present")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tclient import FAILURES, Client, check, envelope_ok, start, stop  # noqa: E402
 
 
 def main():

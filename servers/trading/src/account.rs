@@ -1,0 +1,19 @@
+//! Account endpoints beyond the generic resources: user, sub-accounts and their permissions, subscriptions and servers, wallets, sessions, settings and reminders.
+
+use serde_json::Value;
+use trading_model::{ApiError, Endpoint, Valid};
+
+use crate::handlers::Env;
+
+/// Tables this module keeps (run at every start; must be idempotent).
+pub(crate) const SCHEMA: &str = "";
+
+/// Whether this module answers `path`.
+pub(crate) fn handles(_path: &str) -> bool {
+    false
+}
+
+/// Answers `ep` if this module handles it.
+pub(crate) fn call(_ep: &Endpoint, _valid: &Valid, _env: &Env) -> Option<Result<Value, ApiError>> {
+    None
+}

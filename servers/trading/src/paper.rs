@@ -1,0 +1,29 @@
+//! Paper trading and strategies: exchange queries and orders filled against the simulated books, strategy profiles and their state machine, the strategy worker, exports, statistics and finance.
+
+use serde_json::Value;
+use trading_model::{ApiError, Endpoint, Valid};
+
+use crate::handlers::Env;
+
+/// Tables this module keeps (run at every start; must be idempotent).
+pub(crate) const SCHEMA: &str = "";
+
+/// Runs the background work that is due at `now_ms` (strategies, delayed and repeated
+/// orders). Called before every request's handler and once a second; must be cheap when
+/// there is nothing to do.
+pub(crate) fn tick(
+    _store: &crate::store::Store,
+    _market: &trading_model::market::Market,
+    _now_ms: u64,
+) {
+}
+
+/// Whether this module answers `path`.
+pub(crate) fn handles(_path: &str) -> bool {
+    false
+}
+
+/// Answers `ep` if this module handles it.
+pub(crate) fn call(_ep: &Endpoint, _valid: &Valid, _env: &Env) -> Option<Result<Value, ApiError>> {
+    None
+}
