@@ -190,7 +190,7 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
 
 /// `subscriptions/details` for a plan. Every plan currently gets the limits of the
 /// documented free plan; only name, id and request rate come from the store.
-fn plan_details(plan: &crate::store::Plan) -> Value {
+pub(crate) fn plan_details(plan: &crate::store::Plan) -> Value {
     json!({
         "subscription": {"pro_version": false, "enabled": true, "name": plan.name, "price": 0},
         "user_settings": {

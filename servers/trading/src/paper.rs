@@ -18,6 +18,17 @@ pub(crate) fn tick(
 ) {
 }
 
+/// Strategies of `user_id` that are running now (account rules refuse some changes while
+/// any run, such as disabling the server they run on).
+// Used by the account module once servers can be disabled.
+#[allow(dead_code)]
+pub(crate) fn running_strategies(
+    _store: &crate::store::Store,
+    _user_id: i64,
+) -> Result<u64, crate::store::StoreError> {
+    Ok(0)
+}
+
 /// Whether this module answers `path`.
 pub(crate) fn handles(_path: &str) -> bool {
     false

@@ -1,124 +1,17 @@
 //! The real server on 127.0.0.1:0, driven over TCP with hand-written HTTP/1.1 requests.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 use trading_model::Catalogue;
 use trading_model::auth::{sha256_hex, sign};
+use trading_server::Settings;
 use trading_server::store::Store;
-use trading_server::{Settings, serve};
-
-const NOW: u64 = 1_592_207_324_028;
-
-struct Server {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn start(settings: Settings) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel::<()>();
-    let done = tokio::spawn(serve(listener, settings, async {
-        let _ = rx.await;
-    }));
-    Server {
-        addr,
-        stop: Some(tx),
-        done,
-    }
-}
-
-fn fixed_clock() -> Settings {
-    Settings {
-        clock: Arc::new(|| NOW),
-        // Most tests send many anonymous requests; the limit tests switch it on.
-        ip_per_minute: 0,
-        ..Settings::default()
-    }
-}
-
-struct Reply {
-    status: u16,
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
-    }
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-}
-
-async fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(request).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
-        .await
-        .expect("server answered in time")
-        .unwrap();
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("header end");
-    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    Reply {
-        status,
-        head,
-        body: buf[split + 4..].to_vec(),
-    }
-}
-
-async fn call(
-    addr: SocketAddr,
-    method: &str,
-    target: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Reply {
-    let mut req = format!(
-        "{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    let mut bytes = req.into_bytes();
-    bytes.extend_from_slice(body);
-    raw(addr, &bytes).await
-}
-
-const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
-
-/// The envelope invariants every answer must keep.
-fn envelope(r: &Reply, endpoint: &str) -> Value {
-    let v = r.json();
-    assert_eq!(v["meta"]["status"], r.status, "{v}");
-    assert_eq!(v["meta"]["endpoint"], endpoint, "{v}");
-    assert_eq!(v["meta"]["api_version"], 2);
-    assert_eq!(
-        r.header("content-type").as_deref(),
-        Some("application/json")
-    );
-    assert!(v.get("data").is_some());
-    v
-}
 
 #[tokio::test]
 async fn system_endpoints_answer_with_the_envelope() {
@@ -298,21 +191,6 @@ async fn endpoints_that_need_a_key() {
     .await;
     assert_eq!(r.status, 401);
     assert_eq!(envelope(&r, "user/close-account")["data"]["code"], 2000);
-}
-
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("trading-loopback-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-/// SDK-style nonce at the fixed clock: 100 ns units, plus a counter so each is larger.
-fn nonce(step: u64) -> u128 {
-    u128::from(NOW) * 10_000 + u128::from(step)
-}
-
-fn legacy_token(secret: &str, n: u128) -> String {
-    sign(secret.as_bytes(), &format!(r#"{{"nonce":{n}}}"#))
 }
 
 #[tokio::test]
@@ -628,43 +506,6 @@ async fn shutdown_ends_serve() {
         .expect("serve returned");
     res.unwrap().unwrap();
     assert!(TcpStream::connect(s.addr).await.is_err(), "listener closed");
-}
-
-/// A signed-request helper bound to one key.
-struct Signer {
-    addr: SocketAddr,
-    key: String,
-    secret: String,
-    step: std::cell::Cell<u64>,
-}
-
-impl Signer {
-    async fn post(&self, path: &str, body: &str) -> Reply {
-        self.step.set(self.step.get() + 1);
-        let token = legacy_token(&self.secret, nonce(self.step.get()));
-        let target = format!("/api/v2/{path}");
-        call(
-            self.addr,
-            "POST",
-            &target,
-            &[FORM, ("Key", &self.key), ("Authorization", &token)],
-            body.as_bytes(),
-        )
-        .await
-    }
-    async fn get(&self, path: &str) -> Reply {
-        self.step.set(self.step.get() + 1);
-        let token = legacy_token(&self.secret, nonce(self.step.get()));
-        let target = format!("/api/v2/{path}");
-        call(
-            self.addr,
-            "GET",
-            &target,
-            &[("Key", &self.key), ("Authorization", &token)],
-            b"",
-        )
-        .await
-    }
 }
 
 #[tokio::test]
