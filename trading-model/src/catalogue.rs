@@ -185,6 +185,10 @@ pub struct Param {
     /// Set when the original documents another wire name (the unnamed `export/fetch` id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_name: Option<String>,
+    /// Added by this sandbox: the original documents the endpoint without parameters
+    /// although its purpose needs input (which order `order-cancel` cancels, say).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox: bool,
 }
 
 /// Paging settings of a list endpoint.

@@ -125,6 +125,10 @@ fn schema_of(p: &Param) -> Value {
     if let Some(n) = p.max_items.filter(|_| p.kind == Kind::Csv) {
         desc.push_str(&format!(" Comma-separated, at most {n} items."));
     }
+    if p.sandbox {
+        desc.push_str(" Added by this sandbox: the original documents no parameter here.");
+        s.insert("x-sandbox".into(), json!(true));
+    }
     s.insert("description".into(), json!(desc));
     Value::Object(s)
 }
