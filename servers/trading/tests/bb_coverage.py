@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Fails unless every catalogue endpoint answered 200 to at least one black-box test.
+
+The black-box clients (tclient.Client) append the path of every 200 answer to the file
+named by TRADING_COVERAGE_FILE; scripts/test.d/trading.sh runs them all, then this check.
+An endpoint that never answered 200 is either unimplemented or untested, and both fail.
+
+usage: bb_coverage.py PATH/TO/trading-api COVERAGE_FILE
+"""
+
+import json
+import os
+import sys
+
+
+def main():
+    coverage_file = sys.argv[2]
+    root = os.path.dirname(os.path.abspath(__file__))
+    catalogue = os.path.join(root, "..", "..", "..", "trading-model", "data", "endpoints.json")
+    with open(catalogue, encoding="utf-8") as f:
+        paths = [e["path"] for e in json.load(f)["endpoints"]]
+    with open(coverage_file, encoding="utf-8") as f:
+        answered = {line.strip() for line in f if line.strip()}
+    missing = [p for p in paths if p not in answered]
+    print(f"bb_coverage: {len(paths) - len(missing)} of {len(paths)} endpoints answered 200 in a black-box test")
+    if missing:
+        for p in missing:
+            print("  never answered 200:", p)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
