@@ -138,6 +138,22 @@ impl CounterStore for MemoryStore {
         Ok(())
     }
 
+    fn counts_in_process(&self) -> bool {
+        true
+    }
+
+    fn increment_now(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Option<Result<(), StoreError>> {
+        for (inc, out) in batch.iter().zip(counts.iter_mut()) {
+            *out = self.increment_one(now, inc);
+        }
+        Some(Ok(()))
+    }
+
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = self.value(now, k).unwrap_or(0);

@@ -1,5 +1,6 @@
 //! The embedding facade: rules + store + clock, with rules swapped atomically.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -10,11 +11,38 @@ use smallvec::SmallVec;
 /// Descriptors per request kept inline before spilling to the heap.
 const INLINE: usize = 4;
 
+/// Most key strings kept for reuse per thread, and the largest one worth keeping.
+const SPARE_KEYS: usize = 64;
+const SPARE_KEY_BYTES: usize = 1024;
+
+/// Buffers reused by the requests decided on one thread, so that a steady-state decision
+/// allocates neither the rule-lookup scratch nor its cache keys. A request moves them out
+/// for its whole duration (so the future stays `Send` and concurrent requests on one thread
+/// never share them) and puts them back at the end; one dropped midway just loses them.
+#[derive(Default)]
+struct Buffers {
+    scratch: String,
+    keys: Vec<String>,
+    /// The last window start written into a key, and its digits: windows change once a
+    /// unit, so formatting the number again each request is wasted work.
+    window: (u64, String),
+}
+
+thread_local! {
+    static BUFFERS: Cell<Buffers> = const {
+        Cell::new(Buffers {
+            scratch: String::new(),
+            keys: Vec::new(),
+            window: (u64::MAX, String::new()),
+        })
+    };
+}
+
 use crate::clock::Clock;
 use crate::config::ConfigError;
 use crate::decide::{LimitSpec, decide};
 use crate::local_cache::LocalCache;
-use crate::rules::{Match, Rule, RuleSet, cache_key_into};
+use crate::rules::{Match, Rule, RuleSet, cache_key_stem_into, push_decimal};
 use crate::stats::{RULE_PREFIX, RuleStats, StatDelta, Stats, sanitize_stat_name};
 use crate::store::{CounterStore, Increment, StoreError};
 use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response};
@@ -207,6 +235,27 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
 }
 
 /// What one descriptor resolved to before the store is asked.
+/// The counters one request touches. Filled in place by [`Limiter::plan`]: with the
+/// inline buffers it is several hundred bytes, and moving it around cost more than the
+/// allocations the buffers save.
+#[derive(Default)]
+struct Plan<'r> {
+    targets: SmallVec<[Target<'r>; INLINE]>,
+    batch: SmallVec<[Increment; INLINE]>,
+    /// Per increment: known over its limit by the local cache, so not counted.
+    cached: SmallVec<[bool; INLINE]>,
+    any_cached: bool,
+}
+
+/// Keeps the plan's key strings for the next request on this thread.
+fn recycle(p: &mut Plan<'_>, bufs: &mut Buffers) {
+    for inc in p.batch.drain(..) {
+        if bufs.keys.len() < SPARE_KEYS && inc.key.capacity() <= SPARE_KEY_BYTES {
+            bufs.keys.push(inc.key);
+        }
+    }
+}
+
 enum Target<'a> {
     NoLimit,
     Unlimited,
@@ -284,7 +333,17 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// Decides a request: one status per descriptor and the overall code.
     pub async fn should_rate_limit(&self, req: &Request) -> Result<Response, Error> {
-        let r = self.decide_request(req).await;
+        let mut bufs = BUFFERS.with(Cell::take);
+        let in_process = self.store.counts_in_process()
+            && !self.settings.stop_increment_when_over_limit
+            && !self.settings.refund_hits_when_over_limit;
+        let r = if in_process {
+            self.decide_now(req, &mut bufs)
+        } else {
+            // Boxed so that this future stays small for the in-process path above.
+            Box::pin(self.decide_request(req, &mut bufs)).await
+        };
+        BUFFERS.with(|b| b.set(bufs));
         if let Err(e) = &r {
             match e {
                 Error::Store(s) => self.stats.dynamic_counter_add(
@@ -299,7 +358,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         r
     }
 
-    async fn decide_request(&self, req: &Request) -> Result<Response, Error> {
+    async fn decide_request(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
         if req.domain.is_empty() {
             return Err(Error::EmptyDomain);
         }
@@ -308,9 +367,117 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
         let now = self.clock.now();
-        // Sized for typical `key_value` lookups so matching does not regrow it per entry.
-        let mut scratch = String::with_capacity(128);
+        let mut p = Plan::default();
+        if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
+            return Ok(resp);
+        }
+        if self.settings.stop_increment_when_over_limit && !p.batch.is_empty() {
+            self.stop_increments(now, &p.targets, &mut p.batch, &p.cached, p.any_cached)
+                .await?;
+        }
+        let Plan {
+            batch,
+            cached,
+            any_cached,
+            ..
+        } = &p;
+        let mut counts: SmallVec<[u64; INLINE]> = smallvec::smallvec![0u64; batch.len()];
+        if *any_cached {
+            let live: Vec<Increment> = batch
+                .iter()
+                .zip(cached)
+                .filter(|(_, c)| !**c)
+                .map(|(b, _)| b.clone())
+                .collect();
+            if !live.is_empty() {
+                let mut live_counts = vec![0u64; live.len()];
+                self.store.increment(now, &live, &mut live_counts).await?;
+                let mut it = live_counts.into_iter();
+                for (c, is_cached) in counts.iter_mut().zip(cached) {
+                    if !is_cached {
+                        *c = it.next().unwrap_or(0);
+                    }
+                }
+            }
+        } else if !batch.is_empty() {
+            self.store.increment(now, batch, &mut counts).await?;
+        }
+        let resp = self.finish(req, &p, &counts, now);
+        if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
+            let added: Vec<Increment> = p
+                .batch
+                .iter()
+                .zip(&p.cached)
+                .filter(|(b, c)| !**c && b.hits > 0)
+                .map(|(b, _)| b.clone())
+                .collect();
+            if !added.is_empty() {
+                // The decision stands even if the refund fails: it only affects later
+                // requests, and the counters expire with their window.
+                let _ = self.store.refund(now, &added).await;
+            }
+        }
+        recycle(&mut p, bufs);
+        Ok(resp)
+    }
 
+    /// The same decision without an await, for stores that count in process: nothing is
+    /// boxed and the plan stays on the stack instead of in a future. Only used when no
+    /// setting needs a second store round trip (reading before counting, refunds).
+    fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
+        if req.domain.is_empty() {
+            return Err(Error::EmptyDomain);
+        }
+        if req.descriptors.is_empty() {
+            return Err(Error::EmptyDescriptors);
+        }
+        let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
+        let now = self.clock.now();
+        let mut p = Plan::default();
+        if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
+            return Ok(resp);
+        }
+        let mut counts: SmallVec<[u64; INLINE]> = smallvec::smallvec![0u64; p.batch.len()];
+        if p.any_cached {
+            // Rare (a key already known over): count the others one by one.
+            for ((b, c), is_cached) in p.batch.iter().zip(counts.iter_mut()).zip(&p.cached) {
+                if !is_cached {
+                    self.count_now(now, std::slice::from_ref(b), std::slice::from_mut(c))?;
+                }
+            }
+        } else if !p.batch.is_empty() {
+            self.count_now(now, &p.batch, &mut counts)?;
+        }
+        let resp = self.finish(req, &p, &counts, now);
+        recycle(&mut p, bufs);
+        Ok(resp)
+    }
+
+    fn count_now(&self, now: u64, batch: &[Increment], counts: &mut [u64]) -> Result<(), Error> {
+        match self.store.increment_now(now, batch, counts) {
+            Some(done) => Ok(done?),
+            None => Err(Error::Store(StoreError::new(
+                "store_error",
+                "the store claimed to count in process but did not",
+            ))),
+        }
+    }
+
+    /// Matches every descriptor and builds the increments into `p`: everything before the
+    /// store. `Some` is a complete answer that needs no counting (unknown domain).
+    fn plan<'r>(
+        &self,
+        req: &Request,
+        rules: &'r RuleSet,
+        now: u64,
+        bufs: &mut Buffers,
+        p: &mut Plan<'r>,
+    ) -> Option<Response> {
+        let Buffers {
+            scratch,
+            keys: spare_keys,
+            window: window_text,
+        } = bufs;
         if !rules.has_domain(&req.domain) {
             let name = format!(
                 "{RULE_PREFIX}{}.domain_not_found",
@@ -318,7 +485,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             );
             self.stats
                 .dynamic_counter_add(&name, req.descriptors.len() as u64);
-            return Ok(Response {
+            return Some(Response {
                 overall_code: Code::Ok,
                 statuses: vec![
                     DescriptorStatus {
@@ -341,7 +508,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             let m = if d.limit.is_some() {
                 None
             } else {
-                match rules.find(&req.domain, &d.entries, &mut scratch) {
+                match rules.find(&req.domain, &d.entries, scratch) {
                     Match::Rule(r) => {
                         any_replaces |= !r.replaces.is_empty();
                         Some(r)
@@ -364,10 +531,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             }
         }
 
-        let mut targets: SmallVec<[Target<'_>; INLINE]> =
-            SmallVec::with_capacity(req.descriptors.len());
-        let mut batch: SmallVec<[Increment; INLINE]> =
-            SmallVec::with_capacity(req.descriptors.len());
+        let Plan {
+            targets,
+            batch,
+            cached,
+            any_cached,
+        } = p;
         for (d, m) in req.descriptors.iter().zip(&matched) {
             let hits = req.hits_for(d);
             let target = if let Some(o) = d.limit {
@@ -377,7 +546,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     name: "",
                     shadow_mode: false,
                 };
-                self.push_increment(&mut batch, None, &req.domain, d, spec.unit, hits, now);
+                self.push_increment(
+                    batch,
+                    (spare_keys, window_text),
+                    None,
+                    &req.domain,
+                    d,
+                    spec.unit,
+                    hits,
+                    now,
+                );
                 Target::Counted {
                     stats: self.stats.dynamic_rule(&override_stats_key(&req.domain, d)),
                     spec,
@@ -391,7 +569,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     Some(r) if r.unlimited => Target::Unlimited,
                     Some(r) => {
                         let unit = r.unit.unwrap_or(crate::Unit::Second);
-                        self.push_increment(&mut batch, Some(r), &req.domain, d, unit, hits, now);
+                        self.push_increment(
+                            batch,
+                            (spare_keys, window_text),
+                            Some(r),
+                            &req.domain,
+                            d,
+                            unit,
+                            hits,
+                            now,
+                        );
                         let stats = match r.stats_key(&req.domain, &d.entries) {
                             None => Some(r.stats.clone()),
                             Some(k) => self.stats.dynamic_rule(&k),
@@ -414,39 +601,24 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             targets.push(target);
         }
 
-        let n = batch.len();
         // Keys known to be over their limit this window are answered locally.
-        let cached: SmallVec<[bool; INLINE]> = match &self.local_cache {
-            Some(lc) => batch.iter().map(|b| lc.contains(&b.key, now)).collect(),
-            None => smallvec::smallvec![false; n],
-        };
-        let any_cached = cached.iter().any(|c| *c);
-        if self.settings.stop_increment_when_over_limit && n > 0 {
-            self.stop_increments(now, &targets, &mut batch, &cached, any_cached)
-                .await?;
+        match &self.local_cache {
+            Some(lc) => cached.extend(batch.iter().map(|b| lc.contains(&b.key, now))),
+            None => cached.extend(batch.iter().map(|_| false)),
         }
-        let mut counts: SmallVec<[u64; INLINE]> = smallvec::smallvec![0u64; n];
-        if any_cached {
-            let live: Vec<Increment> = batch
-                .iter()
-                .zip(&cached)
-                .filter(|(_, c)| !**c)
-                .map(|(b, _)| b.clone())
-                .collect();
-            if !live.is_empty() {
-                let mut live_counts = vec![0u64; live.len()];
-                self.store.increment(now, &live, &mut live_counts).await?;
-                let mut it = live_counts.into_iter();
-                for (c, is_cached) in counts.iter_mut().zip(&cached) {
-                    if !is_cached {
-                        *c = it.next().unwrap_or(0);
-                    }
-                }
-            }
-        } else if n > 0 {
-            self.store.increment(now, &batch, &mut counts).await?;
-        }
+        *any_cached = cached.iter().any(|c| *c);
+        None
+    }
 
+    /// Turns the counts into the response: statuses, statistics, the local cache,
+    /// headers and metadata.
+    fn finish(&self, req: &Request, p: &Plan<'_>, counts: &[u64], now: u64) -> Response {
+        let Plan {
+            targets,
+            batch,
+            cached,
+            ..
+        } = p;
         let mut resp = Response {
             overall_code: Code::Ok,
             statuses: Vec::with_capacity(targets.len()),
@@ -455,7 +627,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let mut any_over = false;
         let mut quota_total = 0usize;
         let mut quota_over = 0usize;
-        for t in &targets {
+        for t in targets {
             let status = match t {
                 Target::NoLimit => DescriptorStatus {
                     code: Code::Ok,
@@ -513,27 +685,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             resp.overall_code = Code::Ok;
             self.stats.global_shadow_mode.fetch_add(1, Relaxed);
         }
-        if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
-            let added: Vec<Increment> = batch
-                .iter()
-                .zip(&cached)
-                .filter(|(b, c)| !**c && b.hits > 0)
-                .map(|(b, _)| b.clone())
-                .collect();
-            if !added.is_empty() {
-                // The decision stands even if the refund fails: it only affects later
-                // requests, and the counters expire with their window.
-                let _ = self.store.refund(now, &added).await;
-            }
-        }
-
         if let Some(names) = &self.settings.response_headers {
-            add_headers(&mut resp, &targets, names, self.settings.quota_mode, now);
+            add_headers(&mut resp, targets, names, self.settings.quota_mode, now);
         }
         if self.settings.dynamic_metadata {
-            resp.dynamic_metadata = Some(dynamic_metadata(req, &targets, &resp.statuses));
+            resp.dynamic_metadata = Some(dynamic_metadata(req, targets, &resp.statuses));
         }
-        Ok(resp)
+        resp
     }
 
     /// Upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when a key is already known to
@@ -581,9 +739,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
     fn push_increment(
         &self,
         batch: &mut SmallVec<[Increment; INLINE]>,
+        (spare_keys, window_text): (&mut Vec<String>, &mut (u64, String)),
         rule: Option<&Arc<Rule>>,
         domain: &str,
         d: &Descriptor,
@@ -593,17 +753,25 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     ) {
         let window = unit.window_start(now);
         let prefix = &self.settings.cache_key_prefix;
-        // The key is built in its own exactly-sized string: one allocation, no copy.
         let entries_len: usize = d
             .entries
             .iter()
             .map(|e| e.key.len() + e.value.len() + 2)
             .sum();
-        let mut key = String::with_capacity(prefix.len() + domain.len() + entries_len + 21);
+        // A string left by an earlier request on this thread usually has room already.
+        let mut key = spare_keys.pop().unwrap_or_default();
+        key.clear();
+        key.reserve(prefix.len() + domain.len() + entries_len + 21);
         match rule {
-            Some(r) => r.cache_key_into(&mut key, prefix, domain, &d.entries, window),
-            None => cache_key_into(&mut key, prefix, domain, &d.entries, window),
+            Some(r) => r.cache_key_stem_into(&mut key, prefix, domain, &d.entries),
+            None => cache_key_stem_into(&mut key, prefix, domain, &d.entries),
         }
+        if window_text.0 != window {
+            window_text.1.clear();
+            push_decimal(&mut window_text.1, window);
+            window_text.0 = window;
+        }
+        key.push_str(&window_text.1);
         let ttl = unit.seconds() + jitter(&key, self.settings.expiration_jitter_max_seconds);
         batch.push(Increment {
             key,

@@ -94,8 +94,21 @@ impl Rule {
         entries: &[Entry],
         window_start: u64,
     ) {
+        self.cache_key_stem_into(out, prefix, domain, entries);
+        push_decimal(out, window_start);
+    }
+
+    /// The cache key without its window start, which the caller appends (the limiter
+    /// keeps the window's digits from one request to the next).
+    pub(crate) fn cache_key_stem_into(
+        &self,
+        out: &mut String,
+        prefix: &str,
+        domain: &str,
+        entries: &[Entry],
+    ) {
         if !self.shares {
-            return cache_key_into(out, prefix, domain, entries, window_start);
+            return cache_key_stem_into(out, prefix, domain, entries);
         }
         out.clear();
         out.push_str(prefix);
@@ -107,8 +120,24 @@ impl Rule {
             out.push_str(lvl.shared_value.as_deref().unwrap_or(&e.value));
             out.push('_');
         }
-        let _ = write!(out, "{window_start}");
     }
+}
+
+/// Appends `v` in decimal. `write!` goes through the formatting machinery, which costs
+/// more than the rest of building a key.
+pub(crate) fn push_decimal(out: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written, so this cannot fail.
+    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
 }
 
 /// Upstream's cache key for plain entries (also used for request overrides).
@@ -119,6 +148,12 @@ pub fn cache_key_into(
     entries: &[Entry],
     window_start: u64,
 ) {
+    cache_key_stem_into(out, prefix, domain, entries);
+    push_decimal(out, window_start);
+}
+
+/// [`cache_key_into`] without the window start.
+pub(crate) fn cache_key_stem_into(out: &mut String, prefix: &str, domain: &str, entries: &[Entry]) {
     out.clear();
     out.push_str(prefix);
     out.push_str(domain);
@@ -129,7 +164,16 @@ pub fn cache_key_into(
         out.push_str(&e.value);
         out.push('_');
     }
-    let _ = write!(out, "{window_start}");
+}
+
+#[cfg(test)]
+#[test]
+fn push_decimal_matches_display() {
+    for v in [0, 1, 9, 10, 99, 1_700_000_000, u64::MAX] {
+        let mut s = String::from("x");
+        push_decimal(&mut s, v);
+        assert_eq!(s, format!("x{v}"));
+    }
 }
 
 #[derive(Debug, Default)]

@@ -55,6 +55,24 @@ pub trait CounterStore: Send + Sync {
         counts: &mut [u64],
     ) -> Result<(), StoreError>;
 
+    /// Whether [`CounterStore::increment_now`] always answers (`Some`).
+    fn counts_in_process(&self) -> bool {
+        false
+    }
+
+    /// Counts without waiting, for stores that never do I/O (the in-process memory store):
+    /// `Some` carries what [`CounterStore::increment`] would have answered, and the limiter
+    /// is spared building and boxing that future on every decision. Stores that talk to a
+    /// server keep the default, `None`.
+    fn increment_now(
+        &self,
+        _now: u64,
+        _batch: &[Increment],
+        _counts: &mut [u64],
+    ) -> Option<Result<(), StoreError>> {
+        None
+    }
+
     /// Reads the current values of `keys` without changing them (0 for absent keys). Used
     /// by upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` mode.
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError>;
@@ -86,6 +104,19 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         Self: 'async_trait,
     {
         (**self).increment(now, batch, counts)
+    }
+
+    fn counts_in_process(&self) -> bool {
+        (**self).counts_in_process()
+    }
+
+    fn increment_now(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Option<Result<(), StoreError>> {
+        (**self).increment_now(now, batch, counts)
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
