@@ -38,6 +38,7 @@ mod envelope;
 mod errors;
 pub mod limits;
 pub mod market;
+pub mod signal_payload;
 mod paging;
 mod params;
 mod validate;
