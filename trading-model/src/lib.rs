@@ -38,9 +38,9 @@ mod envelope;
 mod errors;
 pub mod limits;
 pub mod market;
-pub mod signal_payload;
 mod paging;
 mod params;
+pub mod signal_payload;
 mod validate;
 
 pub use catalogue::{

@@ -15,7 +15,7 @@
 //! ```
 
 use base64::Engine;
-use base64::engine::{GeneralPurpose, GeneralPurposeConfig, DecodePaddingMode};
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::Value;
 
 /// Largest payload accepted, in characters (a signal description, not a file).
@@ -49,7 +49,9 @@ fn text(obj: &serde_json::Map<String, Value>, name: &str, max: usize) -> Result<
     match obj.get(name) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) if s.chars().count() <= max => Ok(s.trim().to_owned()),
-        Some(Value::String(_)) => Err(format!("payload field {name} is longer than {max} characters.")),
+        Some(Value::String(_)) => Err(format!(
+            "payload field {name} is longer than {max} characters."
+        )),
         Some(_) => Err(format!("payload field {name} must be a string.")),
     }
 }
@@ -60,7 +62,10 @@ fn is_code(code: &str) -> bool {
     };
     !ex.is_empty()
         && ex.bytes().all(|b| b.is_ascii_alphanumeric())
-        && pair.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && pair
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
         && pair
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
@@ -89,7 +94,9 @@ pub fn parse(payload: &str) -> Result<SignalPayload, String> {
     }
     let code = text(&obj, "code", 64)?.to_ascii_lowercase();
     if !is_code(&code) {
-        return Err("payload field code must be a trading code such as binance-btcusdt.".to_owned());
+        return Err(
+            "payload field code must be a trading code such as binance-btcusdt.".to_owned(),
+        );
     }
     let side = match text(&obj, "side", 8)?.to_ascii_lowercase().as_str() {
         "" | "both" => "both",
@@ -149,19 +156,46 @@ mod tests {
     #[test]
     fn says_what_is_wrong() {
         assert_eq!(parse("%%%").unwrap_err(), "payload is not base64.");
-        assert_eq!(parse(&enc("not json")).unwrap_err(), "payload does not decode to JSON.");
+        assert_eq!(
+            parse(&enc("not json")).unwrap_err(),
+            "payload does not decode to JSON."
+        );
         assert!(parse(&enc("[1]")).unwrap_err().contains("object"));
-        assert!(parse(&enc(r#"{"name":"ab","code":"binance-btcusdt"}"#)).unwrap_err().contains("name"));
-        assert!(parse(&enc(r#"{"name":"abc","code":"btcusdt"}"#)).unwrap_err().contains("code"));
-        assert!(parse(&enc(r#"{"name":"abc","code":"binance-btcusdt","side":"up"}"#)).unwrap_err().contains("side"));
-        assert!(parse(&enc(r#"{"name":"abc","code":"binance-btcusdt","custom_1":3}"#)).unwrap_err().contains("custom_1"));
-        let long = format!(r#"{{"name":"{}","code":"binance-btcusdt"}}"#, "n".repeat(65));
+        assert!(
+            parse(&enc(r#"{"name":"ab","code":"binance-btcusdt"}"#))
+                .unwrap_err()
+                .contains("name")
+        );
+        assert!(
+            parse(&enc(r#"{"name":"abc","code":"btcusdt"}"#))
+                .unwrap_err()
+                .contains("code")
+        );
+        assert!(
+            parse(&enc(
+                r#"{"name":"abc","code":"binance-btcusdt","side":"up"}"#
+            ))
+            .unwrap_err()
+            .contains("side")
+        );
+        assert!(
+            parse(&enc(
+                r#"{"name":"abc","code":"binance-btcusdt","custom_1":3}"#
+            ))
+            .unwrap_err()
+            .contains("custom_1")
+        );
+        let long = format!(
+            r#"{{"name":"{}","code":"binance-btcusdt"}}"#,
+            "n".repeat(65)
+        );
         assert!(parse(&enc(&long)).unwrap_err().contains("longer"));
     }
 
     #[test]
     fn fuzz_corpus_replays() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/signal_payload");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/signal_payload");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let data = std::fs::read(entry.unwrap().path()).unwrap();
@@ -169,7 +203,13 @@ mod tests {
             n += 1;
         }
         assert!(n >= 5, "corpus too small: {n}");
-        for junk in [&b""[..], b"====", b"\xff\xfe", b"e30", b"eyJuYW1lIjpudWxsfQ"] {
+        for junk in [
+            &b""[..],
+            b"====",
+            b"\xff\xfe",
+            b"e30",
+            b"eyJuYW1lIjpudWxsfQ",
+        ] {
             fuzz(junk);
         }
     }

@@ -59,7 +59,7 @@ def marketplace(alice, bob, base):
     refused(alice, "POST", "marketplace/signals-add", {"key": "alice-dev", "payload": "?" * 120}, "payload")
     refused(alice, "POST", "marketplace/signals-add",
             {"key": "alice-dev", "payload": payload("Unknown coin", "binance-nosuchcoin")}, "payload")
-    refused(alice, "POST", "marketplace/signals-add", {"key": "k", "payload": payload("x")}, None,)
+    refused(alice, "POST", "marketplace/signals-add", {"key": "k", "payload": payload("x")}, None)
     other = ok(bob, "POST", "marketplace/signals-add", {"key": "bob-dev", "payload": payload("Bob short ETH", "kraken-ethusd", "sell")})
 
     edited = ok(alice, "POST", "marketplace/signals-edit", {"id": sid, "name": "BB momentum v2", "custom_1": "hourly"})

@@ -115,7 +115,10 @@ fn form(pairs: &[(&str, &str)]) -> String {
 }
 
 async fn add_signal(who: &Signer, name: &str) -> i64 {
-    let body = form(&[("key", "dev-key"), ("payload", &payload(name, CODE, "both"))]);
+    let body = form(&[
+        ("key", "dev-key"),
+        ("payload", &payload(name, CODE, "both")),
+    ]);
     let r = who.post("marketplace/signals-add", &body).await;
     ok(&r, "marketplace/signals-add")["id"].as_i64().unwrap()
 }
@@ -174,7 +177,10 @@ async fn signal_feed_is_delayed_and_price_movement_follows_the_market() {
     );
     assert_eq!(f["delay_ms"], 60_000);
     assert_eq!(f["records"][0]["iteration_children"], serde_json::json!([]));
-    let movement = form(&[("id", &id.to_string()), ("iteration", &iteration.to_string())]);
+    let movement = form(&[
+        ("id", &id.to_string()),
+        ("iteration", &iteration.to_string()),
+    ]);
     refused(
         &w.bob
             .post("marketplace/signals-iteration-price-movement", &movement)
@@ -195,10 +201,7 @@ async fn signal_feed_is_delayed_and_price_movement_follows_the_market() {
         "marketplace/signals-feed",
     );
     assert_eq!(f["records"][0]["iteration_children"][0]["id"], iteration);
-    assert_eq!(
-        f["records"][0]["iteration_children"][0]["status"],
-        "open"
-    );
+    assert_eq!(f["records"][0]["iteration_children"][0]["status"], "open");
 
     // The owner's price movement runs to now and follows the market.
     w.advance(30_000);
@@ -215,7 +218,10 @@ async fn signal_feed_is_delayed_and_price_movement_follows_the_market() {
     assert_eq!(m["last_price"].as_f64(), Some(last));
     let pct = m["change_pct"].as_f64().unwrap();
     assert!((pct - (last / open - 1.0) * 100.0).abs() < 1e-3, "{m}");
-    assert_eq!(m["result_pct"], m["change_pct"], "a buy gains with the price");
+    assert_eq!(
+        m["result_pct"], m["change_pct"],
+        "a buy gains with the price"
+    );
     let points = m["points"].as_array().unwrap();
     assert_eq!(points.first().unwrap()["time_ms"], t0);
     assert_eq!(points.last().unwrap()["time_ms"], now);
@@ -227,10 +233,7 @@ async fn signal_feed_is_delayed_and_price_movement_follows_the_market() {
         "marketplace/signals-iteration-price-movement",
     );
     assert_eq!(m["to_ms"], now - 60_000);
-    assert_eq!(
-        m["last_price"].as_f64(),
-        market.mid(CODE, now - 60_000)
-    );
+    assert_eq!(m["last_price"].as_f64(), market.mid(CODE, now - 60_000));
 
     // Closing records the market price; the feed shows the close a minute later.
     let closed = ok(
@@ -309,7 +312,10 @@ async fn reminders_and_competitions_follow_the_clock() {
     assert_eq!(s[0]["next_ms"], t0 + 2 * hour + 24 * hour);
     assert_eq!(s[1]["text"], "rebalance");
     assert_eq!(s[1]["past"], true);
-    let bob = ok(&w.bob.get("calendar/list-schedule").await, "calendar/list-schedule");
+    let bob = ok(
+        &w.bob.get("calendar/list-schedule").await,
+        "calendar/list-schedule",
+    );
     assert_eq!(bob, serde_json::json!([]));
 
     // Competitions: one week each, the last finished, the running one and two ahead.
@@ -330,7 +336,11 @@ async fn reminders_and_competitions_follow_the_clock() {
     let j = ok(&w.alice.get(&join(cid)).await, "competitions/join");
     assert_eq!(j["enrolled"], true);
     refused(&w.alice.get(&join(cid)).await, "competitions/join", "id");
-    refused(&w.alice.get(&join(cid - 1)).await, "competitions/join", "id");
+    refused(
+        &w.alice.get(&join(cid - 1)).await,
+        "competitions/join",
+        "id",
+    );
     refused(
         &w.bob.get(&format!("competitions/leave?id={cid}")).await,
         "competitions/leave",
@@ -346,10 +356,20 @@ async fn reminders_and_competitions_follow_the_clock() {
         market.mid(CODE, w.now()).unwrap(),
         market.mid(CODE, w.now() + 60_000).unwrap(),
     );
-    let (open, close) = if b >= a { ("buy", "sell") } else { ("sell", "buy") };
-    ok(&trigger(&w.alice, id, open, "open").await, "marketplace/signals-trigger");
+    let (open, close) = if b >= a {
+        ("buy", "sell")
+    } else {
+        ("sell", "buy")
+    };
+    ok(
+        &trigger(&w.alice, id, open, "open").await,
+        "marketplace/signals-trigger",
+    );
     w.advance(60_000);
-    ok(&trigger(&w.alice, id, close, "close").await, "marketplace/signals-trigger");
+    ok(
+        &trigger(&w.alice, id, close, "close").await,
+        "marketplace/signals-trigger",
+    );
     let list = ok(&w.bob.get("competitions/list").await, "competitions/list");
     let board = &list[1]["leaderboard"];
     assert_eq!(list[1]["participants"], 2);
@@ -433,7 +453,10 @@ async fn algorithms_validate_before_they_publish() {
         "algorithm-creator/validate-algorithm",
     );
     let text = v["problems"].to_string();
-    assert!(text.contains("needs a price") && text.contains("not listed"), "{v}");
+    assert!(
+        text.contains("needs a price") && text.contains("not listed"),
+        "{v}"
+    );
     let xid = x["id"].as_i64().unwrap();
     ok(
         &w.alice

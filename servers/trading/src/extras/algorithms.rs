@@ -36,7 +36,11 @@ pub(crate) const OPERATORS: [(&str, &str); 6] = [
 /// Order types an execution may use: `(type, needs a price, meaning)`.
 pub(crate) const ORDER_TYPES: [(&str, bool, &str); 5] = [
     ("market", false, "fills at once against the book"),
-    ("limit", true, "rests at the price until filled or cancelled"),
+    (
+        "limit",
+        true,
+        "rests at the price until filled or cancelled",
+    ),
     (
         "stop_market",
         true,
@@ -92,7 +96,8 @@ fn children(env: &Env, user: i64, kind: &str, algorithm: i64) -> Result<Vec<Reco
 }
 
 fn algorithm(env: &Env, user: i64, valid: &Valid, param: &str) -> Result<Record, ApiError> {
-    let id = id_param(valid, param).map_err(|_| refused(param, "No such algorithm on this account."))?;
+    let id =
+        id_param(valid, param).map_err(|_| refused(param, "No such algorithm on this account."))?;
     env.store
         .get_record(ALGORITHM, user, id)
         .map_err(db)?
@@ -115,7 +120,10 @@ fn check_operator(op: &str) -> Result<(), ApiError> {
     if OPERATORS.iter().any(|(o, _)| *o == op) {
         return Ok(());
     }
-    let mut e = refused("operator", "Unknown operator; see list-condition-operators.");
+    let mut e = refused(
+        "operator",
+        "Unknown operator; see list-condition-operators.",
+    );
     if let Some(v) = e.validation.as_mut() {
         v.missing_information[0]["allowed"] = json!(OPERATORS.map(|o| o.0));
     }
@@ -137,20 +145,32 @@ fn check_order_type(t: &str) -> Result<(), ApiError> {
 fn problems(env: &Env, user: i64, alg: &Record) -> Result<Vec<Value>, ApiError> {
     let mut out = Vec::new();
     let mut problem = |at: String, error: String| out.push(json!({"where": at, "error": error}));
-    for f in ["maximum_transactions_successful", "maximum_transactions_canceled"] {
+    for f in [
+        "maximum_transactions_successful",
+        "maximum_transactions_canceled",
+    ] {
         if let Some(v) = alg.fields.get(f).and_then(Value::as_str) {
             if !v.is_empty() && v.parse::<u64>().is_err() {
-                problem(f.to_owned(), "must be a whole number of transactions.".into());
+                problem(
+                    f.to_owned(),
+                    "must be a whole number of transactions.".into(),
+                );
             }
         }
     }
     let conditions = children(env, user, CONDITION, alg.id)?;
     let executions = children(env, user, EXECUTION, alg.id)?;
     if conditions.is_empty() {
-        problem("conditions".into(), "The algorithm has no condition.".into());
+        problem(
+            "conditions".into(),
+            "The algorithm has no condition.".into(),
+        );
     }
     if executions.is_empty() {
-        problem("executions".into(), "The algorithm has no execution.".into());
+        problem(
+            "executions".into(),
+            "The algorithm has no execution.".into(),
+        );
     }
     let field = |r: &Record, f: &str| {
         r.fields
@@ -189,7 +209,10 @@ fn problems(env: &Env, user: i64, alg: &Record) -> Result<Vec<Value>, ApiError> 
             None => problem(at, format!("{code} is not listed on the market.")),
             Some(sym) if qty < sym.min => problem(
                 at,
-                format!("quantity {qty} is below the minimum order of {} {}.", sym.min, sym.base),
+                format!(
+                    "quantity {qty} is below the minimum order of {} {}.",
+                    sym.min, sym.base
+                ),
             ),
             Some(_) => {}
         }
@@ -204,7 +227,9 @@ pub(super) fn call(name: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
         "algorithm-add" => {
             let mut f = text_fields(valid, &ALGORITHM_FIELDS);
             f.insert("published".into(), json!(false));
-            let r = store.insert_record(ALGORITHM, user, &f, None, now).map_err(db)?;
+            let r = store
+                .insert_record(ALGORITHM, user, &f, None, now)
+                .map_err(db)?;
             algorithm_answer(env, user, &r)
         }
         "algorithm-update" => {
@@ -248,7 +273,12 @@ pub(super) fn call(name: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
             let mut codes: Vec<String> = conditions
                 .iter()
                 .chain(&executions)
-                .filter_map(|r| r.fields.get("code").and_then(Value::as_str).map(str::to_owned))
+                .filter_map(|r| {
+                    r.fields
+                        .get("code")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
                 .collect();
             codes.sort();
             codes.dedup();

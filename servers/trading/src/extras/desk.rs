@@ -41,7 +41,9 @@ pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
             }
             f.insert("status".into(), json!("open"));
             f.insert("replies".into(), json!([]));
-            let r = store.insert_record(TICKET, user, &f, None, now).map_err(db)?;
+            let r = store
+                .insert_record(TICKET, user, &f, None, now)
+                .map_err(db)?;
             Ok(answer(&r))
         }
         "support/update-ticket" => {
@@ -55,9 +57,16 @@ pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
             if message.is_none() && status.is_none() {
                 return Err(refused("message", "Send a message, a status or both."));
             }
-            let current = t.fields.get("status").and_then(Value::as_str).unwrap_or("open");
+            let current = t
+                .fields
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("open");
             if message.is_none() && status == Some(current) {
-                return Err(refused("status", format!("The ticket is already {current}.")));
+                return Err(refused(
+                    "status",
+                    format!("The ticket is already {current}."),
+                ));
             }
             let mut f = Map::new();
             if let Some(m) = message {
@@ -81,7 +90,9 @@ pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
             Ok(answer(&r))
         }
         "support/settings" => {
-            let (rows, _) = store.list_records(SUPPORT_SETTINGS, user, 1, 0).map_err(db)?;
+            let (rows, _) = store
+                .list_records(SUPPORT_SETTINGS, user, 1, 0)
+                .map_err(db)?;
             let mut changes = Map::new();
             for (n, _) in SETTINGS {
                 if let Some(b) = valid.boolean(n) {
@@ -133,9 +144,14 @@ pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
             }
             let mut f = Map::new();
             f.insert("time_ms".into(), json!(time));
-            f.insert("text".into(), json!(valid.text("text").unwrap_or("").trim()));
+            f.insert(
+                "text".into(),
+                json!(valid.text("text").unwrap_or("").trim()),
+            );
             f.insert("repeat".into(), json!(repeat));
-            let r = store.insert_record(REMINDER, user, &f, None, now).map_err(db)?;
+            let r = store
+                .insert_record(REMINDER, user, &f, None, now)
+                .map_err(db)?;
             Ok(schedule_entry(&answer(&r), now))
         }
         "calendar/list-schedule" => {
@@ -164,7 +180,11 @@ pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Va
                 let publish_s = r
                     .fields
                     .get("publishdate")
-                    .and_then(|v| v.as_str().map(str::to_owned).or_else(|| v.as_u64().map(|n| n.to_string())))
+                    .and_then(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .or_else(|| v.as_u64().map(|n| n.to_string()))
+                    })
                     .and_then(|s| s.trim().parse::<u64>().ok());
                 let (status, days) = match publish_s {
                     None => ("unknown_publishdate", 0),
@@ -205,6 +225,10 @@ fn schedule_entry(r: &Value, now: u64) -> Value {
     let mut e = r.clone();
     e["next_ms"] = json!(next);
     e["past"] = json!(next < now);
-    e["in_ms"] = if next >= now { json!(next - now) } else { Value::Null };
+    e["in_ms"] = if next >= now {
+        json!(next - now)
+    } else {
+        Value::Null
+    };
     e
 }

@@ -205,14 +205,18 @@ impl Store {
     }
 
     fn delete_iterations(&self, signal: i64) -> Result<usize, StoreError> {
-        Ok(self
-            .conn()
-            .execute("DELETE FROM extras_iterations WHERE signal_id = ?1", [signal])?)
+        Ok(self.conn().execute(
+            "DELETE FROM extras_iterations WHERE signal_id = ?1",
+            [signal],
+        )?)
     }
 
     fn delete_signal(&self, signal: i64) -> Result<(), StoreError> {
         let conn = self.conn();
-        conn.execute("DELETE FROM extras_iterations WHERE signal_id = ?1", [signal])?;
+        conn.execute(
+            "DELETE FROM extras_iterations WHERE signal_id = ?1",
+            [signal],
+        )?;
         conn.execute(
             "DELETE FROM extras_subscriptions WHERE signal_id = ?1",
             [signal],
@@ -402,12 +406,15 @@ pub(super) fn call(
         "marketplace/signals-add" => {
             let key = valid.text("key").unwrap_or("").trim();
             let payload = valid.text("payload").unwrap_or("");
-            let p = trading_model::signal_payload::parse(payload)
-                .map_err(|e| refused("payload", e))?;
+            let p =
+                trading_model::signal_payload::parse(payload).map_err(|e| refused("payload", e))?;
             if env.market.symbol(&p.code).is_none() {
                 return Err(refused(
                     "payload",
-                    format!("{} is not listed on the market (see public/symbols).", p.code),
+                    format!(
+                        "{} is not listed on the market (see public/symbols).",
+                        p.code
+                    ),
                 ));
             }
             let id = env.store.insert_signal(user, key, &p, now).map_err(db)?;
@@ -573,11 +580,7 @@ pub(super) fn call(
                 rows.push((closed > 0, score, its.len(), a));
             }
             // Signals with results first, best compounded result first; then the busiest.
-            rows.sort_by(|a, b| {
-                b.0.cmp(&a.0)
-                    .then(b.1.total_cmp(&a.1))
-                    .then(b.2.cmp(&a.2))
-            });
+            rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(b.2.cmp(&a.2)));
             Ok(Value::Array(
                 rows.into_iter()
                     .take(FEATURED)
@@ -624,7 +627,9 @@ fn backtest(s: &Signal, since: u64, its: &[Iteration]) -> Value {
         balance *= 1.0 + r / 100.0;
         peak = peak.max(balance);
         drawdown = drawdown.max((peak - balance) / peak * 100.0);
-        trades.push(json!({"iteration": i.id, "result_pct": round(r, 4), "balance": round(balance, 2)}));
+        trades.push(
+            json!({"iteration": i.id, "result_pct": round(r, 4), "balance": round(balance, 2)}),
+        );
     }
     json!({
         "signal_id": s.id,
@@ -766,7 +771,10 @@ fn feed(ep: &Endpoint, env: &Env, valid: &Valid) -> Result<Value, ApiError> {
 
 fn movement(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
-    let s = any_signal(env, id_param(valid, "id").map_err(|_| refused("id", "No such signal."))?)?;
+    let s = any_signal(
+        env,
+        id_param(valid, "id").map_err(|_| refused("id", "No such signal."))?,
+    )?;
     let iteration = id_param(valid, "iteration")
         .map_err(|_| refused("iteration", "No such iteration of this signal."))?;
     let live = s.user_id == user;
@@ -900,7 +908,10 @@ fn enrol(env: &Env, user: i64, valid: &Valid, path: &str) -> Result<Value, ApiEr
     let id = id_param(valid, "id")?;
     let current = competition_at(env.now_ms);
     if id > current + 2 {
-        return Err(refused("id", "No such competition (enrolment opens two weeks ahead)."));
+        return Err(refused(
+            "id",
+            "No such competition (enrolment opens two weeks ahead).",
+        ));
     }
     if id < current {
         return Err(refused("id", "This competition has finished."));
