@@ -40,6 +40,7 @@ pub mod limits;
 pub mod market;
 mod paging;
 mod params;
+pub mod signal_payload;
 mod validate;
 
 pub use catalogue::{

@@ -1,0 +1,234 @@
+//! Support tickets and settings, calendar reminders and article earnings.
+
+use serde_json::{Map, Value, json};
+use trading_model::{ApiError, Valid};
+
+use super::{db, id_param, refused, round};
+use crate::handlers::Env;
+use crate::resources::answer;
+
+const TICKET: &str = "support_ticket";
+const SUPPORT_SETTINGS: &str = "support_settings";
+const REMINDER: &str = "reminder";
+const ARTICLE: &str = "article";
+
+const DAY_MS: u64 = 86_400_000;
+
+/// What a published article earns per full day since its publish date, in USD.
+pub(crate) const EARNINGS_PER_DAY_USD: f64 = 0.25;
+
+/// Support notification settings and their values before the first change.
+const SETTINGS: [(&str, bool); 2] = [("email_on_reply", true), ("email_on_close", true)];
+
+fn period_ms(repeat: &str) -> Option<u64> {
+    match repeat {
+        "daily" => Some(DAY_MS),
+        "weekly" => Some(7 * DAY_MS),
+        _ => None,
+    }
+}
+
+pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Value, ApiError> {
+    let now = env.now_ms;
+    let store = &env.store;
+    match path {
+        "support/add-ticket" => {
+            let mut f = Map::new();
+            for n in ["subject", "message", "category"] {
+                if let Some(v) = valid.text(n) {
+                    f.insert(n.into(), json!(v.trim()));
+                }
+            }
+            f.insert("status".into(), json!("open"));
+            f.insert("replies".into(), json!([]));
+            let r = store
+                .insert_record(TICKET, user, &f, None, now)
+                .map_err(db)?;
+            Ok(answer(&r))
+        }
+        "support/update-ticket" => {
+            let id = id_param(valid, "id")?;
+            let t = store
+                .get_record(TICKET, user, id)
+                .map_err(db)?
+                .ok_or_else(|| refused("id", "No such ticket on this account."))?;
+            let message = valid.text("message").map(str::trim);
+            let status = valid.text("status");
+            if message.is_none() && status.is_none() {
+                return Err(refused("message", "Send a message, a status or both."));
+            }
+            let current = t
+                .fields
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("open");
+            if message.is_none() && status == Some(current) {
+                return Err(refused(
+                    "status",
+                    format!("The ticket is already {current}."),
+                ));
+            }
+            let mut f = Map::new();
+            if let Some(m) = message {
+                let mut replies = t
+                    .fields
+                    .get("replies")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                replies.push(json!({"from": "customer", "message": m, "time_ms": now}));
+                f.insert("replies".into(), json!(replies));
+                // A reply to a closed ticket reopens it unless the same call closes it.
+                f.insert("status".into(), json!(status.unwrap_or("open")));
+            } else if let Some(s) = status {
+                f.insert("status".into(), json!(s));
+            }
+            let r = store
+                .update_record(TICKET, user, id, &f, now)
+                .map_err(db)?
+                .ok_or_else(|| refused("id", "No such ticket on this account."))?;
+            Ok(answer(&r))
+        }
+        "support/settings" => {
+            let (rows, _) = store
+                .list_records(SUPPORT_SETTINGS, user, 1, 0)
+                .map_err(db)?;
+            let mut changes = Map::new();
+            for (n, _) in SETTINGS {
+                if let Some(b) = valid.boolean(n) {
+                    changes.insert(n.into(), json!(b));
+                }
+            }
+            let rec = match rows.into_iter().next() {
+                Some(r) if changes.is_empty() => r,
+                Some(r) => store
+                    .update_record(SUPPORT_SETTINGS, user, r.id, &changes, now)
+                    .map_err(db)?
+                    .unwrap_or(r),
+                None if changes.is_empty() => {
+                    let mut out = Map::new();
+                    for (n, d) in SETTINGS {
+                        out.insert(n.into(), json!(d));
+                    }
+                    out.insert("time_updated".into(), Value::Null);
+                    return Ok(Value::Object(out));
+                }
+                None => {
+                    let mut f = Map::new();
+                    for (n, d) in SETTINGS {
+                        f.insert(n.into(), changes.get(n).cloned().unwrap_or(json!(d)));
+                    }
+                    store
+                        .insert_record(SUPPORT_SETTINGS, user, &f, None, now)
+                        .map_err(db)?
+                }
+            };
+            let mut out = Map::new();
+            for (n, d) in SETTINGS {
+                out.insert(n.into(), rec.fields.get(n).cloned().unwrap_or(json!(d)));
+            }
+            out.insert("time_updated".into(), json!(rec.updated_ms / 1000));
+            Ok(Value::Object(out))
+        }
+        "calendar/add-reminder" => {
+            let time: u64 = valid
+                .text("time")
+                .and_then(|t| t.trim().parse().ok())
+                .ok_or_else(|| refused("time", "time is milliseconds since the epoch."))?;
+            let repeat = valid.text("repeat").unwrap_or("none");
+            if time < now && period_ms(repeat).is_none() {
+                return Err(refused(
+                    "time",
+                    format!("A one-off reminder must be in the future (now is {now})."),
+                ));
+            }
+            let mut f = Map::new();
+            f.insert("time_ms".into(), json!(time));
+            f.insert(
+                "text".into(),
+                json!(valid.text("text").unwrap_or("").trim()),
+            );
+            f.insert("repeat".into(), json!(repeat));
+            let r = store
+                .insert_record(REMINDER, user, &f, None, now)
+                .map_err(db)?;
+            Ok(schedule_entry(&answer(&r), now))
+        }
+        "calendar/list-schedule" => {
+            let (rows, _) = store
+                .list_records(REMINDER, user, trading_model::MAX_LIMIT, 0)
+                .map_err(db)?;
+            let mut entries: Vec<Value> = rows
+                .iter()
+                .map(|r| schedule_entry(&answer(r), now))
+                .collect();
+            // Upcoming first, soonest first; then the past ones, latest first.
+            entries.sort_by_key(|e| {
+                let past = e["past"].as_bool().unwrap_or(false);
+                let t = e["next_ms"].as_u64().unwrap_or(0);
+                (past, if past { u64::MAX - t } else { t })
+            });
+            Ok(Value::Array(entries))
+        }
+        "articles/check-earnings" => {
+            let (rows, _) = store
+                .list_records(ARTICLE, user, trading_model::MAX_LIMIT, 0)
+                .map_err(db)?;
+            let mut total = 0.0;
+            let mut articles = Vec::new();
+            for r in rows.iter().rev() {
+                let publish_s = r
+                    .fields
+                    .get("publishdate")
+                    .and_then(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .or_else(|| v.as_u64().map(|n| n.to_string()))
+                    })
+                    .and_then(|s| s.trim().parse::<u64>().ok());
+                let (status, days) = match publish_s {
+                    None => ("unknown_publishdate", 0),
+                    Some(s) if s.saturating_mul(1000) > now => ("scheduled", 0),
+                    Some(s) => ("published", (now - s * 1000) / DAY_MS),
+                };
+                let earned = days as f64 * EARNINGS_PER_DAY_USD;
+                total += earned;
+                articles.push(json!({
+                    "id": r.id,
+                    "title": r.fields.get("title"),
+                    "publishdate": publish_s,
+                    "status": status,
+                    "days_published": days,
+                    "earnings": round(earned, 2),
+                }));
+            }
+            Ok(json!({
+                "currency": "USD",
+                "rate_per_day": EARNINGS_PER_DAY_USD,
+                "articles": articles,
+                "total": round(total, 2),
+            }))
+        }
+        _ => Err(ApiError::new(trading_model::ErrorCode::EmptyData).with_status(501)),
+    }
+}
+
+/// A reminder with its next occurrence: repeating reminders move on by whole periods; a
+/// one-off reminder whose time has passed is flagged `past`.
+fn schedule_entry(r: &Value, now: u64) -> Value {
+    let time = r["time_ms"].as_u64().unwrap_or(0);
+    let repeat = r["repeat"].as_str().unwrap_or("none");
+    let next = match period_ms(repeat) {
+        Some(p) if time < now => time + (now - time).div_ceil(p) * p,
+        _ => time,
+    };
+    let mut e = r.clone();
+    e["next_ms"] = json!(next);
+    e["past"] = json!(next < now);
+    e["in_ms"] = if next >= now {
+        json!(next - now)
+    } else {
+        Value::Null
+    };
+    e
+}
