@@ -38,8 +38,10 @@ mod envelope;
 mod errors;
 pub mod limits;
 pub mod market;
+pub mod orders;
 mod paging;
 mod params;
+pub mod strategy;
 mod validate;
 
 pub use catalogue::{
