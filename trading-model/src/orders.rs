@@ -14,7 +14,7 @@
 //! let fills = take(&book, Side::Buy, 0.0002, None);
 //! let s = summarize(0.0002, &fills);
 //! assert!((s.filled + s.remaining - 0.0002).abs() < 1e-12);
-//! assert!(s.average >= book.asks[0].price);
+//! assert!(s.average >= book.asks[0].price * (1.0 - 1e-12));
 //! ```
 
 use crate::market::{Book, Side};
