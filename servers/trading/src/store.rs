@@ -514,7 +514,8 @@ impl Store {
         user_id: i64,
         id: i64,
     ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, StoreError> {
-        let row: Option<(Option<Vec<u8>>, Option<Vec<u8>>)> = self
+        type Sealed = (Option<Vec<u8>>, Option<Vec<u8>>);
+        let row: Option<Sealed> = self
             .conn()
             .query_row(
                 "SELECT sealed_nonce, sealed FROM records WHERE user_id = ?1 AND kind = ?2 AND id = ?3",

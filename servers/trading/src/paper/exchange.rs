@@ -498,7 +498,7 @@ pub(super) fn place(
     now: u64,
 ) -> rusqlite::Result<Order> {
     let expire_ms = if n.kind == "limit" && n.expire_after > 0 {
-        n.send_ms + n.expire_after
+        n.send_ms.saturating_add(n.expire_after)
     } else {
         0
     };
@@ -596,13 +596,16 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
         _ => return Err(refused("side", "side must be buy or sell.")),
     };
     let amount = sym.round_amount(decimal(cx, "quantity")?.unwrap_or(0.0));
-    if amount < sym.min || amount <= 0.0 {
+    if amount < sym.min || amount <= 0.0 || !amount.is_finite() {
         return Err(refused(
             "quantity",
             format!("The smallest amount of {} is {}.", sym.code, sym.min),
         ));
     }
     let price = decimal(cx, "price")?.map(|p| sym.round_price(p));
+    if price.is_some_and(|p| !p.is_finite() || p <= 0.0) {
+        return Err(refused("price", "price must be a positive number."));
+    }
     if kind == "limit" && price.is_none() {
         return Err(refused("price", "A limit order needs a price."));
     }
@@ -641,7 +644,8 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
             side,
             amount,
             price: if kind == "limit" { price } else { None },
-            send_ms: first + u64::try_from(i * interval).unwrap_or(0),
+            send_ms: first
+                .saturating_add(u64::try_from(i.saturating_mul(interval)).unwrap_or(u64::MAX)),
             expire_after: u64::try_from(expire_after).unwrap_or(0),
             strategy_id: None,
             client_id: String::new(),

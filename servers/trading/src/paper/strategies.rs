@@ -596,7 +596,7 @@ fn start_refusal(
         plan_num(plan, &["strategies", "qty_child", "minimum"]).unwrap_or(0.0),
         plan_num(plan, &["strategies", "qty_child", "maximum"]).unwrap_or(f64::MAX),
     );
-    for i in 0..codes.len() {
+    for (i, code) in codes.iter().enumerate() {
         let q = f64_at(&values, i).unwrap_or(0.0);
         if q <= qlo || q > qhi {
             return Ok(Some((
@@ -604,7 +604,7 @@ fn start_refusal(
                 format!("Quantities must be above {qlo} and at most {qhi} on your plan."),
             )));
         }
-        if let Some(sym) = market.symbol(codes[i].trim()) {
+        if let Some(sym) = market.symbol(code.trim()) {
             if q < sym.min {
                 return Ok(Some((
                     "executable_values",
@@ -1342,7 +1342,7 @@ pub(super) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
             .trim()
             .parse::<u64>()
             .unwrap_or(1)
-            .max(1)
+            .clamp(1, 86_400 * 365)
             * 1000;
         let end = r.started_ms.saturating_add(duration_ms);
         let mut runs = 0;
