@@ -371,6 +371,22 @@ async fn strategy_state_machine_and_worker() {
     let m = w.refused("strategy/start", &format!("id={p}")).await;
     assert_eq!(m["parameter"], "executable_values");
 
+    // Two executables of spread capture: 4 orders every 2 s, above 1 order per second.
+    let two = format!(
+        "id={p}&algorithm_id=3&name=Capture&slice_delay=2\
+         &executable_codes[]=binance-btcusdt&executable_codes[]=binance-ethusdt\
+         &executable_apikeys[]={key}&executable_apikeys[]={key}\
+         &executable_values[]=0.001&executable_values[]=0.01\
+         &executable_priceoffset[]=5&executable_priceoffset[]=5"
+    );
+    w.ok("strategy/edit-profile", &two).await;
+    let m = w.refused("strategy/start", &format!("id={p}")).await;
+    assert_eq!(m["parameter"], "slice_delay");
+    assert!(
+        m["error"].as_str().unwrap().contains("orders per second"),
+        "{m}"
+    );
+
     // Delete the profile: its strategy goes; the key can go now.
     let v = w.ok("strategy/delete-profile", &format!("id={p}")).await;
     assert_eq!(v["deleted"], true);

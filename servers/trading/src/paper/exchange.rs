@@ -75,11 +75,22 @@ const COLS: &str = "id, user_id, apikey_id, exchange, code, type, side, amount, 
     created_ms, send_ms, expire_ms, due_ms, done_ms, filled, cost, fee, trades, strategy_id, \
     flagged, checks, client_id";
 
+/// Number of order columns [`from_row`] reads.
+pub(super) const COLUMNS: usize = 23;
+
+/// The order columns with a table prefix, for joins.
+pub(super) fn prefixed_cols(prefix: &str) -> String {
+    COLS.split(", ")
+        .map(|c| format!("{prefix}{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn u(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
+pub(super) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
     let trades: String = r.get(18)?;
     let side: String = r.get(6)?;
     Ok(Order {

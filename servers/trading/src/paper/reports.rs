@@ -13,7 +13,7 @@ use trading_model::ApiError;
 use trading_model::market::{Market, Side};
 
 use super::exchange::{Order, keys_of, orders_where};
-use super::strategies::{arr, describe, profiles_of, row_of, transactions};
+use super::strategies::{TxQuery, arr, describe, profiles_of, row_of, transactions};
 use super::{Cx, NO_RECORD, iso, ms, num, paged, refused, sql};
 
 /// Time an export takes to prepare, on the injected clock.
@@ -207,33 +207,21 @@ fn export_rows(
         }
     } else {
         rows.push(TX_FIELDS.iter().map(|s| (*s).to_owned()).collect());
-        let mut stmt = conn
-            .prepare("SELECT id, strategy_id FROM paper_transactions WHERE user_id = ?1")
-            .map_err(sql)?;
-        let owners: BTreeMap<String, i64> = stmt
-            .query_map([cx.user()], |r| {
-                Ok((r.get::<_, i64>(0)?.to_string(), r.get::<_, i64>(1)?))
-            })
-            .map_err(sql)?
-            .collect::<Result<_, _>>()
-            .map_err(sql)?;
-        for t in transactions(conn, &cx.env.market, cx.user(), None).map_err(sql)? {
-            if !t["c_symbol_code"]
-                .as_str()
-                .is_some_and(|c| c.eq_ignore_ascii_case(symbol))
-            {
-                continue;
-            }
-            let id = t["id"].as_str().unwrap_or("").to_owned();
+        let q = TxQuery {
+            strategy: None,
+            code: Some(symbol),
+            filled_only: false,
+            limit: limit as u64,
+            offset: 0,
+        };
+        let (txs, _) = transactions(conn, &cx.env.market, cx.user(), &q).map_err(sql)?;
+        for (sid, t) in txs {
             let mut row: Vec<String> = TX_FIELDS[..40]
                 .iter()
                 .map(|k| t[*k].as_str().unwrap_or("").to_owned())
                 .collect();
-            row.push(owners.get(&id).map_or_else(String::new, i64::to_string));
+            row.push(sid.to_string());
             rows.push(row);
-            if rows.len() > limit {
-                break;
-            }
         }
     }
     Ok(rows)

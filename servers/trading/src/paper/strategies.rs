@@ -11,9 +11,7 @@ use trading_model::strategy::{
 };
 use trading_model::{ApiError, Checked};
 
-use super::exchange::{
-    NewOrder, Order, cancel, key_problem, log_request, order_by_id, orders_where, place,
-};
+use super::exchange::{NewOrder, Order, cancel, key_problem, log_request, orders_where, place};
 use super::{Cx, NO_RECORD, db, iso, ms, num, paged, refused, sql, text};
 use crate::store::Store;
 
@@ -1031,54 +1029,95 @@ fn render_tx(
     Value::Object(m)
 }
 
-/// Transactions of strategy `sid` (or of every strategy of `user` when `None`), newest
-/// first, rendered.
+/// Which transactions to read.
+pub(super) struct TxQuery<'a> {
+    /// One strategy, or all of the user's.
+    pub strategy: Option<i64>,
+    /// Only orders of this trading code.
+    pub code: Option<&'a str>,
+    /// Only transactions whose order filled something (`remove_unfilled`).
+    pub filled_only: bool,
+    pub limit: u64,
+    pub offset: u64,
+}
+
+/// One page of a user's transactions, newest first, rendered, with the strategy each
+/// belongs to, and the total matching.
 pub(super) fn transactions(
     conn: &Connection,
     market: &Market,
     user: i64,
-    sid: Option<i64>,
-) -> rusqlite::Result<Vec<Value>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, order_id, fields, created_ms FROM paper_transactions
-         WHERE user_id = ?1 AND (?2 IS NULL OR strategy_id = ?2) ORDER BY id DESC",
+    q: &TxQuery<'_>,
+) -> rusqlite::Result<(Vec<(i64, Value)>, u64)> {
+    const WHERE: &str = "FROM paper_transactions t JOIN paper_orders o ON o.id = t.order_id
+         WHERE t.user_id = ?1 AND (?2 IS NULL OR t.strategy_id = ?2) AND (?3 IS NULL OR o.code = ?3)
+             AND (?4 = 0 OR o.filled > 0)";
+    let total: i64 = conn.query_row(
+        &format!("SELECT COUNT(*) {WHERE}"),
+        params![user, q.strategy, q.code, i64::from(q.filled_only)],
+        |r| r.get(0),
     )?;
+    let cols = super::exchange::prefixed_cols("o.");
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {cols}, t.id, t.fields, t.created_ms, t.strategy_id {WHERE}
+         ORDER BY t.id DESC LIMIT ?5 OFFSET ?6"
+    ))?;
+    let n = super::exchange::COLUMNS;
     let rows = stmt
-        .query_map(params![user, sid], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, i64>(3)?,
-            ))
-        })?
+        .query_map(
+            params![
+                user,
+                q.strategy,
+                q.code,
+                i64::from(q.filled_only),
+                ms(q.limit),
+                ms(q.offset)
+            ],
+            |r| {
+                Ok((
+                    super::exchange::from_row(r)?,
+                    r.get::<_, i64>(n)?,
+                    r.get::<_, String>(n + 1)?,
+                    r.get::<_, i64>(n + 2)?,
+                    r.get::<_, i64>(n + 3)?,
+                ))
+            },
+        )?
         .collect::<Result<Vec<_>, _>>()?;
-    let mut out = Vec::with_capacity(rows.len());
-    for (id, oid, f, created) in rows {
-        let fields = match serde_json::from_str(&f) {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        };
-        let o = order_by_id(conn, oid)?;
-        out.push(render_tx(id, &fields, u(created), o.as_ref(), market));
-    }
-    Ok(out)
+    let out = rows
+        .into_iter()
+        .map(|(o, id, f, created, sid)| {
+            let fields = match serde_json::from_str(&f) {
+                Ok(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            (sid, render_tx(id, &fields, u(created), Some(&o), market))
+        })
+        .collect();
+    Ok((out, u64::try_from(total).unwrap_or(0)))
 }
 
 fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let (id, _, _) = own_profile(cx, "main_id")?;
+    let page = trading_model::Page::of(cx.ep, cx.valid).unwrap_or(trading_model::Page {
+        limit: 10,
+        pagenumber: 1,
+    });
     let conn = cx.store().conn();
-    let mut rows = transactions(&conn, &cx.env.market, cx.user(), Some(id)).map_err(sql)?;
-    if cx.valid.boolean("remove_unfilled").unwrap_or(false) {
-        rows.retain(|t| t["c_order_filled"].as_str().is_some_and(|f| f != "0"));
-    }
-    let page = paged(cx.ep, cx.valid, rows);
+    let q = TxQuery {
+        strategy: Some(id),
+        code: None,
+        filled_only: cx.valid.boolean("remove_unfilled").unwrap_or(false),
+        limit: u64::from(page.limit),
+        offset: page.offset(),
+    };
+    let (rows, total) = transactions(&conn, &cx.env.market, cx.user(), &q).map_err(sql)?;
     Ok(json!({
         "main_id": id.to_string(),
-        "transactions": page["records"],
-        "page": page["page"],
-        "showing": page["showing"],
-        "total": page["total"],
+        "transactions": rows.into_iter().map(|(_, t)| t).collect::<Vec<_>>(),
+        "page": page.pagenumber,
+        "showing": q.limit.min(total.saturating_sub(q.offset)),
+        "total": total,
     }))
 }
 
