@@ -19,10 +19,10 @@ import csv
 import io
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tclient import Client, advance, check, create_key, envelope_ok, finish, start, stop  # noqa: E402
@@ -200,10 +200,13 @@ def run(api, base, sig):
     xl = api.ok("export/request", {"system": "all_strategies", "type": ".xls", "symbol": "binance-btcusdt", "limit": "10"})
     advance(base, 3000)
     xf = api.ok("export/fetch", {"id": xl["id"]})
-    xml = base64.b64decode(xf["content"]).decode("utf-8")
-    cells = re.findall(r'<Data ss:Type="String">([^<]*)</Data>', xml)
-    check("urn:schemas-microsoft-com:office:spreadsheet" in xml and cells[:2] == ["id", "name"] and "Bot" in cells,
-          "xls is a SpreadsheetML workbook with the strategy")
+    ns = {"ss": "urn:schemas-microsoft-com:office:spreadsheet"}
+    book = ET.fromstring(base64.b64decode(xf["content"]))
+    table = [[d.text or "" for d in row.findall("ss:Cell/ss:Data", ns)]
+             for row in book.findall("ss:Worksheet/ss:Table/ss:Row", ns)]
+    check(book.tag == "{%s}Workbook" % ns["ss"] and table[0][:2] == ["id", "name"]
+          and len(table) == 2 and table[1][:2] == [str(prof), "Bot"] and table[1][4] == "stopped",
+          f"xls is a SpreadsheetML workbook with the strategy: {table}")
     el = api.ok("export/list")
     check(el["total"] == 2 and el["records"][0]["status"] == "ready", f"export/list: {el}")
     sig["csv_rows"] = len(rows)
