@@ -38,9 +38,11 @@ mod envelope;
 mod errors;
 pub mod limits;
 pub mod market;
+pub mod orders;
 mod paging;
 mod params;
 pub mod signal_payload;
+pub mod strategy;
 mod validate;
 
 pub use catalogue::{

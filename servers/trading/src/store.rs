@@ -506,6 +506,46 @@ impl Store {
         Ok(Some(rec))
     }
 
+    /// The decrypted hidden fields of a user's record (`None` when there is no such record
+    /// or it has none). For server-side checks only; never answered.
+    pub fn sealed_fields(
+        &self,
+        kind: &str,
+        user_id: i64,
+        id: i64,
+    ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, StoreError> {
+        type Sealed = (Option<Vec<u8>>, Option<Vec<u8>>);
+        let row: Option<Sealed> = self
+            .conn()
+            .query_row(
+                "SELECT sealed_nonce, sealed FROM records WHERE user_id = ?1 AND kind = ?2 AND id = ?3",
+                params![user_id, kind, id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((Some(nonce), Some(sealed))) = row else {
+            return Ok(None);
+        };
+        if nonce.len() != 12 {
+            return Err(StoreError::Crypto);
+        }
+        let aad = format!("{kind}:{user_id}");
+        let plain = self
+            .cipher
+            .decrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: &sealed,
+                    aad: aad.as_bytes(),
+                },
+            )
+            .map_err(|_| StoreError::Crypto)?;
+        Ok(match serde_json::from_slice(&plain) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => None,
+        })
+    }
+
     /// Keeps only the newest `keep` records of `kind` for a user (bounded histories).
     pub fn trim_records(&self, kind: &str, user_id: i64, keep: u32) -> Result<usize, StoreError> {
         Ok(self.conn().execute(
