@@ -167,22 +167,25 @@ fn norm_cdf(x: f64) -> f64 {
 fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-        .exp();
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
     if x >= 0.0 { r } else { 2.0 - r }
 }
 
 /// Black-Scholes price and greeks at volatility `sigma` (> 0).
 pub fn black_scholes(o: &OptionInputs, sigma: f64) -> Greeks {
     let sqrt_t = o.years.sqrt();
-    let d1 = ((o.spot / o.strike).ln() + (o.rate + sigma * sigma / 2.0) * o.years) / (sigma * sqrt_t);
+    let d1 =
+        ((o.spot / o.strike).ln() + (o.rate + sigma * sigma / 2.0) * o.years) / (sigma * sqrt_t);
     let d2 = d1 - sigma * sqrt_t;
     let disc = (-o.rate * o.years).exp();
     let gamma = norm_pdf(d1) / (o.spot * sigma * sqrt_t);
@@ -287,14 +290,20 @@ mod tests {
     #[test]
     fn indicators_on_known_series() {
         let v = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert_eq!(sma(&v, 3), vec![None, None, Some(2.0), Some(3.0), Some(4.0)]);
+        assert_eq!(
+            sma(&v, 3),
+            vec![None, None, Some(2.0), Some(3.0), Some(4.0)]
+        );
         assert_eq!(ema(&v, 3)[2], Some(2.0));
         assert_eq!(ema(&v, 3)[3], Some(3.0));
         assert_eq!(rsi(&v, 3)[3], Some(100.0));
         assert_eq!(rsi(&v, 3)[2], None);
         let c = candles(&[(0, 1.0), (30, 3.0), (59, 2.0), (60, 5.0)], 60);
         assert_eq!(c.len(), 2);
-        assert_eq!((c[0].open, c[0].high, c[0].low, c[0].close), (1.0, 3.0, 1.0, 2.0));
+        assert_eq!(
+            (c[0].open, c[0].high, c[0].low, c[0].close),
+            (1.0, 3.0, 1.0, 2.0)
+        );
     }
 
     proptest! {

@@ -61,8 +61,18 @@ const FIRST: [&str; 12] = [
     "Ines", "Dmitri",
 ];
 const LAST: [&str; 12] = [
-    "Calloway", "Okafor", "Lindqvist", "Moreau", "Haddad", "Brennan", "Takeda", "Varga",
-    "Osei", "Castell", "Nakamura", "Whitlock",
+    "Calloway",
+    "Okafor",
+    "Lindqvist",
+    "Moreau",
+    "Haddad",
+    "Brennan",
+    "Takeda",
+    "Varga",
+    "Osei",
+    "Castell",
+    "Nakamura",
+    "Whitlock",
 ];
 
 /// Assets articles are written about: ticker and name.
@@ -78,7 +88,12 @@ const SUBJECTS: [(&str, &str); 8] = [
 ];
 
 const VENUES: [&str; 6] = [
-    "Binance", "Kraken", "Bitstamp", "Coinbase Pro", "OKEx", "Bitfinex",
+    "Binance",
+    "Kraken",
+    "Bitstamp",
+    "Coinbase Pro",
+    "OKEx",
+    "Bitfinex",
 ];
 
 /// Topic words a template adds to the keywords; the watchlist monitors them too.
@@ -444,15 +459,25 @@ mod tests {
     fn sixty_days_hold_enough_articles() {
         let a = articles_between(7, T - 60 * DAY, T);
         assert!(a.len() >= 200, "{}", a.len());
-        assert!(a.windows(2).all(|w| w[0].time_published <= w[1].time_published));
+        assert!(
+            a.windows(2)
+                .all(|w| w[0].time_published <= w[1].time_published)
+        );
         let mut ids: Vec<_> = a.iter().map(|x| x.id).collect();
         ids.dedup();
         assert_eq!(ids.len(), a.len());
         assert_eq!(article(7, a[5].id).as_ref(), Some(&a[5]));
-        assert_ne!(articles_between(8, T - DAY, T), articles_between(7, T - DAY, T));
+        assert_ne!(
+            articles_between(8, T - DAY, T),
+            articles_between(7, T - DAY, T)
+        );
         for x in &a {
             assert!(x.url.starts_with("https://") && x.domain.ends_with(".example"));
-            assert!(!x.title.contains('{') && !x.brief.contains('{'), "{}", x.title);
+            assert!(
+                !x.title.contains('{') && !x.brief.contains('{'),
+                "{}",
+                x.title
+            );
             assert!(x.keywords.len() >= 3);
         }
     }
@@ -462,9 +487,15 @@ mod tests {
         let m = Market::new(3);
         let a = &articles_between(3, T, T + DAY)[0];
         let p = impacts(&m, a, 6, a.time_published + 10);
-        assert!(p.iter().all(|i| i.status == ImpactStatus::Pending && i.before > 0.0));
+        assert!(
+            p.iter()
+                .all(|i| i.status == ImpactStatus::Pending && i.before > 0.0)
+        );
         let c = impacts(&m, a, 6, a.time_published + 3600);
-        assert!(c.iter().all(|i| i.status == ImpactStatus::Compiled && i.after > 0.0));
+        assert!(
+            c.iter()
+                .all(|i| i.status == ImpactStatus::Compiled && i.after > 0.0)
+        );
         assert_eq!(c[0].pair_id, "btcusdt");
     }
 

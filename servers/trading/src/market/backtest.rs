@@ -54,7 +54,11 @@ pub(super) fn call(path: &str, valid: &Valid, env: &Env) -> Result<Value, ApiErr
 
 /// The symbol named by `exchange` and `symbol` (BASE/QUOTE), after checking `type`.
 fn resolve<'a>(m: &'a Market, valid: &Valid) -> Result<&'a Symbol, ApiError> {
-    let ex = valid.text("exchange").unwrap_or("").trim().to_ascii_lowercase();
+    let ex = valid
+        .text("exchange")
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     if m.exchange(&ex).is_none() {
         return Err(unknown_exchange(m, "exchange"));
     }
@@ -66,7 +70,11 @@ fn resolve<'a>(m: &'a Market, valid: &Valid) -> Result<&'a Symbol, ApiError> {
             Some(("allowed", json!(["spot"]))),
         ));
     }
-    let pair = valid.text("symbol").unwrap_or("").trim().to_ascii_uppercase();
+    let pair = valid
+        .text("symbol")
+        .unwrap_or("")
+        .trim()
+        .to_ascii_uppercase();
     m.symbols()
         .iter()
         .find(|s| s.exchange == ex && s.pair() == pair)
@@ -121,7 +129,9 @@ fn orderbook_data(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErr
     };
     let snapshots: Vec<Value> = (from..=to)
         .filter_map(|s| m.book(&sym.code, s * 1000))
-        .map(|b| json!({"time": b.time_ms / 1000, "bids": levels(&b.bids), "asks": levels(&b.asks)}))
+        .map(
+            |b| json!({"time": b.time_ms / 1000, "bids": levels(&b.bids), "asks": levels(&b.asks)}),
+        )
         .collect();
     Ok(json!({
         "exchange": sym.exchange, "symbol": sym.pair(), "code": sym.code, "type": "spot",
@@ -134,10 +144,7 @@ fn indicators(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> 
     let sym = resolve(m, valid)?;
     let (from, to) = range(valid, now_s)?;
     let name = valid.text("interval").unwrap_or("1m");
-    let width = INTERVALS
-        .iter()
-        .find(|i| i.0 == name)
-        .map_or(60, |i| i.1);
+    let width = INTERVALS.iter().find(|i| i.0 == name).map_or(60, |i| i.1);
     let first = from - from % width;
     let count = (to - first) / width + 1;
     if count > MAX_CANDLES {
@@ -147,7 +154,9 @@ fn indicators(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> 
         ));
     }
     // Earlier candles warm the indicators up so the first answered candle has values.
-    let warm = first.saturating_sub(PERIOD as u64 * width).max(ORIGIN_S - ORIGIN_S % width);
+    let warm = first
+        .saturating_sub(PERIOD as u64 * width)
+        .max(ORIGIN_S - ORIGIN_S % width);
     let step = width / SAMPLES_PER_CANDLE;
     let samples: Vec<(u64, f64)> = (0..)
         .map(|i| warm + i * step)

@@ -336,7 +336,11 @@ fn unique_symbols(m: &Market) -> Value {
 }
 
 fn index_symbols(m: &Market, now: u64, valid: &Valid, page: Page) -> Result<Value, ApiError> {
-    let code = valid.text("exchange").unwrap_or("").trim().to_ascii_lowercase();
+    let code = valid
+        .text("exchange")
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     if m.exchange(&code).is_none() {
         return Err(unknown_exchange(m, "exchange"));
     }

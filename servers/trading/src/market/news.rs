@@ -82,7 +82,8 @@ fn matches(a: &Article, keyword: &str) -> bool {
         .chars()
         .filter(|c| *c != '/' && *c != ' ')
         .collect();
-    a.keywords.iter().any(|k| *k == norm) || a.title.to_lowercase().contains(&keyword.to_lowercase())
+    a.keywords.iter().any(|k| *k == norm)
+        || a.title.to_lowercase().contains(&keyword.to_lowercase())
 }
 
 /// The monitored keywords `(id, keyword, recategory)`: the built-in ones (pairs, their
@@ -97,7 +98,12 @@ fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
     };
     for (b, q) in IMPACT_PAIRS {
         let cat = format!("{b}{q}").to_lowercase();
-        push(&mut out, format!("{b}/{q}").to_lowercase(), cat.clone(), None);
+        push(
+            &mut out,
+            format!("{b}/{q}").to_lowercase(),
+            cat.clone(),
+            None,
+        );
         push(&mut out, cat.clone(), cat.clone(), None);
         if let Some(name) = trading_model::market::asset_name(b) {
             push(&mut out, name.to_lowercase(), cat, None);
@@ -119,7 +125,12 @@ fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
             .ok()
             .and_then(|f| f.get("name").and_then(Value::as_str).map(str::to_owned));
         if let Some(name) = name {
-            push(&mut out, name.trim().to_lowercase(), "user".to_owned(), Some(id));
+            push(
+                &mut out,
+                name.trim().to_lowercase(),
+                "user".to_owned(),
+                Some(id),
+            );
         }
     }
     Ok(out)
@@ -244,8 +255,8 @@ pub(super) fn record(m: &Market, a: &Article, now_s: u64, subscribed: bool) -> V
 
 fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<Value, ApiError> {
     let date = valid.text("date").unwrap_or("");
-    let day = super::public::day_start_s(date)
-        .ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?;
+    let day =
+        super::public::day_start_s(date).ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?;
     if day > now_s {
         return Err(refused("date", "The date lies in the future."));
     }
@@ -261,7 +272,10 @@ fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<
     let brief = terms(valid, "brief_contains");
     let exclude = terms(valid, "exclude_keywords");
     let any = |terms: &[String], text: &str| {
-        terms.is_empty() || terms.iter().any(|t| text.to_lowercase().contains(t.as_str()))
+        terms.is_empty()
+            || terms
+                .iter()
+                .any(|t| text.to_lowercase().contains(t.as_str()))
     };
     let mut list: Vec<Article> =
         news::articles_between(m.seed(), day.max(oldest), (day + 86_400).min(now_s + 1))
@@ -318,7 +332,10 @@ fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErro
         return Err(refused_with(
             "source_contains",
             "Unknown publication; give its exact name from public/trending-news-sources.",
-            Some(("supported", json!(SOURCES.iter().map(|s| s.0).collect::<Vec<_>>()))),
+            Some((
+                "supported",
+                json!(SOURCES.iter().map(|s| s.0).collect::<Vec<_>>()),
+            )),
         ));
     };
     let articles: Vec<Article> = archive(m, now_s)
@@ -334,8 +351,10 @@ fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErro
     let mut data = serde_json::Map::new();
     for (p, (b, q)) in IMPACT_PAIRS.iter().enumerate() {
         let pair_id = format!("{b}{q}").to_lowercase();
-        let mut rows: Vec<(&Article, f64)> =
-            impacts.iter().map(|(a, i)| (*a, i[p].difference())).collect();
+        let mut rows: Vec<(&Article, f64)> = impacts
+            .iter()
+            .map(|(a, i)| (*a, i[p].difference()))
+            .collect();
         let sum: f64 = rows.iter().map(|r| r.1).sum();
         let item = |a: &Article, d: f64, bull: bool| {
             let mut v = json!({
@@ -356,7 +375,10 @@ fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErro
         let recent = |v: &[(&Article, f64)], bull_side: bool| -> Vec<Value> {
             let mut v = v.to_vec();
             v.sort_by(|a, b| b.0.time_published.cmp(&a.0.time_published));
-            v.iter().take(RANKING).map(|(a, d)| item(a, *d, bull_side)).collect()
+            v.iter()
+                .take(RANKING)
+                .map(|(a, d)| item(a, *d, bull_side))
+                .collect()
         };
         let most_recent_bull = recent(&bull, true);
         let most_recent_bear = recent(&bear, false);

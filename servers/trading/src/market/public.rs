@@ -376,8 +376,12 @@ fn fetch_spread_data(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiEr
     let (a, b) = combo
         .split_once('+')
         .ok_or_else(|| refused("combination", "Expected <code>+<code>."))?;
-    let sa = m.symbol(a.trim()).ok_or_else(|| unknown_code("combination", a))?;
-    let sb = m.symbol(b.trim()).ok_or_else(|| unknown_code("combination", b))?;
+    let sa = m
+        .symbol(a.trim())
+        .ok_or_else(|| unknown_code("combination", a))?;
+    let sb = m
+        .symbol(b.trim())
+        .ok_or_else(|| unknown_code("combination", b))?;
     let now_s = now / 1000;
     let day = match valid.text("date") {
         Some(d) => day_start_s(d).ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?,
@@ -407,9 +411,7 @@ fn fetch_spread_data(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiEr
     }
     let cp = trading_model::market::analytics::candles(&price, 60);
     let cr = trading_model::market::analytics::candles(&ratio, 60);
-    let ohlc = |c: &trading_model::market::analytics::Candle| {
-        json!({"open": r8(c.open), "close": r8(c.close), "high": r8(c.high), "low": r8(c.low), "time": c.time})
-    };
+    let ohlc = |c: &trading_model::market::analytics::Candle| json!({"open": r8(c.open), "close": r8(c.close), "high": r8(c.high), "low": r8(c.low), "time": c.time});
     let rows: Vec<Value> = cp
         .iter()
         .zip(&cr)
@@ -475,7 +477,8 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiE
         .map_err(|e| crate::resources::db(e.into()))?;
     let mut published = Vec::new();
     for row in rows {
-        let (rid, uid, fields, created, updated) = row.map_err(|e| crate::resources::db(e.into()))?;
+        let (rid, uid, fields, created, updated) =
+            row.map_err(|e| crate::resources::db(e.into()))?;
         let Ok(Value::Object(f)) = serde_json::from_str::<Value>(&fields) else {
             continue;
         };
@@ -487,7 +490,10 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiE
             continue;
         }
         let t = f.get("title").and_then(Value::as_str).unwrap_or("");
-        if title.as_ref().is_some_and(|w| !t.to_lowercase().contains(w)) {
+        if title
+            .as_ref()
+            .is_some_and(|w| !t.to_lowercase().contains(w))
+        {
             continue;
         }
         let mut rec = f.clone();
@@ -501,10 +507,7 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiE
     drop(stmt);
     drop(conn);
     if id != 0 && published.is_empty() {
-        return Err(refused(
-            "article_id",
-            "No published article has this id.",
-        ));
+        return Err(refused("article_id", "No published article has this id."));
     }
     let (records, info) = page(ep, valid).apply(&published);
     Ok(paged(records, info))
