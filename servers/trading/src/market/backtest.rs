@@ -191,11 +191,25 @@ fn indicators(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> 
     }))
 }
 
+/// Inputs of the calculator when absent: a worked example (an at-the-money call).
+const OPTION_DEFAULTS: [(&str, f64); 5] = [
+    ("price", 100.0),
+    ("strike", 100.0),
+    ("time", 0.5),
+    ("rate", 0.01),
+    ("option_price", 8.0),
+];
+
 fn decimal(valid: &Valid, name: &str) -> Result<f64, ApiError> {
-    valid
-        .text(name)
-        .and_then(|t| t.parse::<f64>().ok())
-        .ok_or_else(|| refused(name, "Expected a decimal number."))
+    match valid.text(name) {
+        Some(t) => t
+            .parse::<f64>()
+            .map_err(|_| refused(name, "Expected a decimal number.")),
+        None => Ok(OPTION_DEFAULTS
+            .iter()
+            .find(|d| d.0 == name)
+            .map_or(0.0, |d| d.1)),
+    }
 }
 
 fn black_scholes(valid: &Valid) -> Result<Value, ApiError> {
