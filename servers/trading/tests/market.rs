@@ -127,7 +127,7 @@ async fn books_follow_the_clock_and_the_seed() {
 #[tokio::test]
 async fn at_most_ten_codes_pairs_and_terms() {
     let m = market(7, None).await;
-    let codes = vec!["binance-btcusdt"; 11].join(",");
+    let codes = ["binance-btcusdt"; 11].join(",");
     let (s, v) = get(
         m.addr(),
         "public/fetch-symbol-price",
@@ -135,7 +135,7 @@ async fn at_most_ten_codes_pairs_and_terms() {
     )
     .await;
     assert_eq!((s, v["data"]["code"].clone()), (422, 1440.into()));
-    let ten = vec!["binance-btcusdt"; 10].join(",");
+    let ten = ["binance-btcusdt"; 10].join(",");
     assert_eq!(
         get(
             m.addr(),
@@ -147,7 +147,7 @@ async fn at_most_ten_codes_pairs_and_terms() {
         200
     );
 
-    let pairs = vec!["btcusdt"; 11].join(",");
+    let pairs = ["btcusdt"; 11].join(",");
     let (s, _) = get(m.addr(), "public/match-pair", &format!("code={pairs}")).await;
     assert_eq!(s, 422);
     let terms = (0..11)

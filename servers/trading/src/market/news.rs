@@ -82,8 +82,7 @@ fn matches(a: &Article, keyword: &str) -> bool {
         .chars()
         .filter(|c| *c != '/' && *c != ' ')
         .collect();
-    a.keywords.iter().any(|k| *k == norm)
-        || a.title.to_lowercase().contains(&keyword.to_lowercase())
+    a.keywords.contains(&norm) || a.title.to_lowercase().contains(&keyword.to_lowercase())
 }
 
 /// The monitored keywords `(id, keyword, recategory)`: the built-in ones (pairs, their
@@ -374,7 +373,7 @@ fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErro
         let mut bear = rows;
         let recent = |v: &[(&Article, f64)], bull_side: bool| -> Vec<Value> {
             let mut v = v.to_vec();
-            v.sort_by(|a, b| b.0.time_published.cmp(&a.0.time_published));
+            v.sort_by_key(|b| std::cmp::Reverse(b.0.time_published));
             v.iter()
                 .take(RANKING)
                 .map(|(a, d)| item(a, *d, bull_side))

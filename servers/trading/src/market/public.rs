@@ -192,7 +192,7 @@ fn fetch_trades(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> 
             rows.push((t.time_ms, t.id, s, t, book_side));
         }
     }
-    rows.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+    rows.sort_by_key(|b| std::cmp::Reverse((b.0, b.1)));
     rows.truncate(TRADES_MAX);
     Ok(Value::Array(
         rows.into_iter()
