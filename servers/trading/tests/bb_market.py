@@ -23,10 +23,6 @@ from tclient import Client, advance, check, create_key, envelope_ok, finish, sta
 FIXED = 1704067200
 
 
-def num(v):
-    return float(v)
-
-
 def refused(status, body, param, what):
     ok = status == 422 and body["data"].get("code") == 1440 and any(
         i.get("parameter") == param for i in body.get("missing_information", []))
