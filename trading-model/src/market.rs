@@ -28,6 +28,9 @@
 
 use std::collections::HashMap;
 
+pub mod analytics;
+pub mod news;
+
 /// A simulated exchange.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Exchange {
@@ -256,6 +259,11 @@ pub fn asset_name(ticker: &str) -> Option<&'static str> {
         .iter()
         .find(|a| a.name.eq_ignore_ascii_case(ticker))
         .map(|a| a.title)
+}
+
+/// Every asset of the sandbox as `(ticker, name)`, in a fixed order (the US dollar last).
+pub fn assets() -> impl Iterator<Item = (&'static str, &'static str)> {
+    ASSETS.iter().map(|a| (a.name, a.title))
 }
 
 /// One price level of a book.

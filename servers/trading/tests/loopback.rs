@@ -148,7 +148,7 @@ async fn validation_over_the_wire() {
     .await;
     assert_eq!(r.status, 400);
 
-    // Valid parameters on an endpoint without a handler yet: 501, never a 200 that lies.
+    // public/match-pair now has a handler (the market module): it answers the match.
     let r = call(
         s.addr,
         "GET",
@@ -157,8 +157,11 @@ async fn validation_over_the_wire() {
         b"",
     )
     .await;
-    assert_eq!(r.status, 501);
-    assert_eq!(envelope(&r, "public/match-pair")["data"]["code"], 5100);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        envelope(&r, "public/match-pair")["data"]["BTCUSDT"]["count"],
+        4
+    );
 }
 
 #[tokio::test]
