@@ -183,7 +183,13 @@ impl Node {
 
 /// Runs `futs` concurrently on the current task: a call touches a few nodes at once, and the
 /// futures borrow the request, so spawning tasks would mean copying it.
-async fn join_all<F: Future>(futs: Vec<F>) -> Vec<F::Output> {
+async fn join_all<F: Future>(mut futs: Vec<F>) -> Vec<F::Output> {
+    // Most requests touch one node: no boxing then.
+    if futs.len() == 1 {
+        if let Some(f) = futs.pop() {
+            return vec![f.await];
+        }
+    }
     let mut futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
     let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
@@ -215,44 +221,44 @@ fn by_node<'a>(keys: impl Iterator<Item = &'a str>, nodes: usize) -> Vec<(usize,
     groups
 }
 
-fn first_error(replies: &[Reply]) -> io::Result<()> {
-    match replies.iter().find_map(|r| match r {
-        Reply::Error(e) => Some(e),
+/// The first per-command error among `replies`, if any.
+fn first_error(replies: &[Reply]) -> Option<io::Error> {
+    replies.iter().find_map(|r| match r {
+        Reply::Error(e) => Some(io::Error::other(e.clone())),
         _ => None,
-    }) {
-        Some(e) => Err(io::Error::other(e.clone())),
-        None => Ok(()),
-    }
+    })
 }
 
-/// `incr` each key by its hits; `add` those that are missing, with their TTL.
+/// `incr` each key by its hits; `add` those that are missing, with their TTL. A key memcached
+/// refuses (say, a non-numeric value) does not stop the others; the error is returned at the
+/// end so that the connection is not pooled again.
 async fn apply_on(c: &mut Pooled, now: u64, incs: &[&Increment]) -> io::Result<()> {
     let ops: Vec<(&str, u64)> = incs.iter().map(|i| (i.key.as_str(), i.hits)).collect();
     let replies = c.arith("incr", &ops).await?;
-    first_error(&replies)?;
+    let mut failed = first_error(&replies);
     let missing: Vec<(&str, u64, i64)> = incs
         .iter()
         .zip(&replies)
         .filter(|(_, r)| **r == Reply::NotFound)
         .map(|(i, _)| (i.key.as_str(), i.hits, expiry(i.ttl_seconds, now)))
         .collect();
-    if missing.is_empty() {
-        return Ok(());
+    if !missing.is_empty() {
+        let added = c.add(&missing).await?;
+        failed = failed.or_else(|| first_error(&added));
+        // Another instance (or an earlier command of this batch) created the key first:
+        // count on top of it.
+        let again: Vec<(&str, u64)> = missing
+            .iter()
+            .zip(&added)
+            .filter(|(_, r)| **r == Reply::NotStored)
+            .map(|((k, hits, _), _)| (*k, *hits))
+            .collect();
+        if !again.is_empty() {
+            let replies = c.arith("incr", &again).await?;
+            failed = failed.or_else(|| first_error(&replies));
+        }
     }
-    let added = c.add(&missing).await?;
-    first_error(&added)?;
-    // Another instance (or an earlier command of this batch) created the key first: count
-    // on top of it.
-    let again: Vec<(&str, u64)> = missing
-        .iter()
-        .zip(&added)
-        .filter(|(_, r)| **r == Reply::NotStored)
-        .map(|((k, hits, _), _)| (*k, *hits))
-        .collect();
-    if !again.is_empty() {
-        first_error(&c.arith("incr", &again).await?)?;
-    }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 impl Inner {

@@ -299,3 +299,32 @@ async fn memcached_srv_refresh_swaps_the_node_list() {
     s.get(0, &["srv_refresh_0"], &mut v).await.unwrap();
     assert_eq!(v[0], 3);
 }
+
+#[tokio::test]
+async fn memcached_a_refused_key_does_not_stop_the_batch() {
+    let node = servers::memcached();
+    servers::mc_set(node.port, "batch_text", "not a number");
+    let s = store(vec![format!("127.0.0.1:{}", node.port)], None);
+    let incs: Vec<Increment> = ["batch_text", "batch_new", "batch_new"]
+        .iter()
+        .map(|k| Increment {
+            key: k.to_string(),
+            hits: 2,
+            unit: Unit::Hour,
+            ttl_seconds: 3600,
+        })
+        .collect();
+    let mut counts = [0; 3];
+    s.increment(0, &incs, &mut counts).await.unwrap();
+    // A value that is not a number reads as 0, as upstream.
+    assert_eq!(counts, [2, 2, 2]);
+    s.settled().await;
+    assert_eq!(
+        servers::mc_get(node.port, "batch_new").as_deref(),
+        Some("4")
+    );
+    assert_eq!(
+        servers::mc_get(node.port, "batch_text").as_deref(),
+        Some("not a number")
+    );
+}

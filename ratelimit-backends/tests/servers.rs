@@ -384,3 +384,14 @@ fn dns_answer(q: &[u8], records: &[(String, u16)]) -> Option<Vec<u8>> {
     }
     Some(r)
 }
+
+/// Stores `value` under `key` in a plain memcached (no expiry).
+pub fn mc_set(port: u16, key: &str, value: &str) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes())
+        .unwrap();
+    let mut b = [0u8; 64];
+    let n = s.read(&mut b).unwrap();
+    assert_eq!(&b[..n], b"STORED\r\n");
+}
