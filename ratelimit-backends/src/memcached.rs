@@ -281,6 +281,10 @@ impl Inner {
         if let Some(c) = node.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(c);
         }
+        self.fresh_conn(node).await
+    }
+
+    async fn fresh_conn(&self, node: &Node) -> Result<Pooled, StoreError> {
         match timeout(self.timeout, self.open(node)).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(err(format!("memcached {}: {e}", node.addr))),
@@ -318,7 +322,17 @@ impl Inner {
         idx: &[usize],
     ) -> Result<Vec<u64>, StoreError> {
         let ks: Vec<&str> = idx.iter().map(|i| keys[*i]).collect();
-        let mut c = self.conn(node).await?;
+        let pooled = node.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(mut c) = pooled {
+            match timeout(self.timeout, c.get(&ks)).await {
+                // An idle connection the node closed meanwhile (a restart, an idle timeout)
+                // fails at once; a get is safe to repeat, so try a new connection before
+                // failing the request.
+                Ok(Err(_)) => {}
+                r => return self.finish(node, c, "get", r),
+            }
+        }
+        let mut c = self.fresh_conn(node).await?;
         let r = timeout(self.timeout, c.get(&ks)).await;
         self.finish(node, c, "get", r)
     }

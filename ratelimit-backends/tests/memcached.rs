@@ -328,3 +328,20 @@ async fn memcached_a_refused_key_does_not_stop_the_batch() {
         Some("not a number")
     );
 }
+
+#[tokio::test]
+async fn memcached_restart_costs_no_failed_read() {
+    let port = servers::free_port();
+    let node = servers::memcached_on(port);
+    let s = store(vec![format!("127.0.0.1:{port}")], None);
+    let mut v = [0u64];
+    // Pool a few connections, then restart the node under them.
+    for _ in 0..3 {
+        s.get(0, &["restart_probe"], &mut v).await.unwrap();
+    }
+    drop(node);
+    let _node = servers::memcached_on(port);
+    for _ in 0..3 {
+        s.get(0, &["restart_probe"], &mut v).await.unwrap();
+    }
+}

@@ -162,7 +162,10 @@ pub fn redis_sentinel() -> (Proc, Proc) {
 }
 
 pub fn memcached() -> Proc {
-    let port = free_port();
+    memcached_on(free_port())
+}
+
+pub fn memcached_on(port: u16) -> Proc {
     let child = Command::new("memcached")
         .args([
             "-p",
