@@ -25,6 +25,9 @@ pub use redis::RedisStore;
 #[cfg(feature = "memcached")]
 pub mod memcached;
 
+#[cfg(any(feature = "redis", feature = "memcached"))]
+pub mod client_tls;
+
 #[cfg(feature = "memcached")]
 pub use memcached::MemcachedStore;
 

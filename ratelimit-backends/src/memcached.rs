@@ -4,15 +4,33 @@
 //! limit slightly, as upstream documents.
 //!
 //! Keys map to nodes as gomemcache does (CRC-32 of the key modulo the node count), so this
-//! server and upstream's can share a memcached fleet.
+//! server and upstream's can share a memcached fleet. The node list is fixed
+//! (`MEMCACHE_HOST_PORT`) or comes from a DNS SRV record (`MEMCACHE_SRV`), optionally
+//! re-resolved in the background; connections are plain TCP or TLS (`MEMCACHE_TLS*`).
 
+mod proto;
+mod srv;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
-use async_memcached::{AsciiProtocol, Client, Error as McError, Status};
 use async_trait::async_trait;
 use ratelimit_core::{CounterStore, Increment, StoreError};
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tokio_rustls::TlsConnector;
+
+pub use crate::client_tls::ClientTls as MemcachedTls;
+use proto::{Conn, Io, Reply};
+use srv::SrvResolver;
+pub use srv::valid_srv_name;
 
 const ERR: &str = "memcache_error";
 /// memcached reads expirations above 30 days as absolute Unix times.
@@ -29,9 +47,21 @@ fn err(e: impl std::fmt::Display) -> StoreError {
 pub struct MemcachedSettings {
     /// `MEMCACHE_HOST_PORT`: every node, in the same order on every instance.
     pub nodes: Vec<String>,
+    /// `MEMCACHE_SRV`: an SRV record (`_memcache._tcp.example.com`) listing the nodes;
+    /// used instead of `nodes`.
+    pub srv: Option<String>,
+    /// `MEMCACHE_SRV_REFRESH`: how often the SRV record is resolved again (zero: only at
+    /// start).
+    pub srv_refresh: Duration,
+    /// Ours (`MEMCACHE_SRV_NAMESERVER`): the DNS server to ask for the SRV record instead
+    /// of those in /etc/resolv.conf.
+    pub srv_nameserver: Option<SocketAddr>,
+    /// `MEMCACHE_TLS` and its files; `None` for plain TCP.
+    pub tls: Option<MemcachedTls>,
     /// `MEMCACHE_MAX_IDLE_CONNS`: idle connections kept per node.
     pub max_idle_conns: usize,
-    /// Bound on each operation (ours: `MEMCACHE_TIMEOUT`).
+    /// Bound on connecting (TLS handshake included) and, separately, on each operation
+    /// (ours: `MEMCACHE_TIMEOUT`).
     pub timeout: Duration,
 }
 
@@ -39,21 +69,48 @@ impl Default for MemcachedSettings {
     fn default() -> Self {
         MemcachedSettings {
             nodes: Vec::new(),
+            srv: None,
+            srv_refresh: Duration::ZERO,
+            srv_nameserver: None,
+            tls: None,
             max_idle_conns: 2,
             timeout: Duration::from_secs(1),
         }
     }
 }
 
+/// How much a background event of the store matters, for the caller's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Worth knowing (the SRV record now lists other nodes).
+    Info,
+    /// Something failed and the store carries on as before.
+    Error,
+}
+
+type Logger = Arc<dyn Fn(Severity, &str) + Send + Sync>;
+type Pooled = Conn<Box<dyn Io>>;
+
 struct Node {
     addr: String,
-    idle: Mutex<Vec<Client>>,
+    /// The name the node's certificate must carry, when TLS is on.
+    server_name: Option<ServerName<'static>>,
+    idle: Mutex<Vec<Pooled>>,
+}
+
+type NodeList = Arc<[Arc<Node>]>;
+
+struct Inner {
+    /// Swapped as a whole when the SRV record changes; a call keeps the list it started with.
+    nodes: RwLock<NodeList>,
+    tls: Option<TlsConnector>,
+    max_idle_conns: usize,
+    timeout: Duration,
 }
 
 /// The memcached [`CounterStore`].
 pub struct MemcachedStore {
-    nodes: Arc<Vec<Node>>,
-    settings: MemcachedSettings,
+    inner: Arc<Inner>,
     /// Background increment batches not yet applied.
     pending: Arc<AtomicUsize>,
 }
@@ -91,48 +148,385 @@ fn expiry(ttl: u64, now: u64) -> i64 {
     i64::try_from(t).unwrap_or(i64::MAX)
 }
 
+/// The host of `host:port` or `[v6]:port`, or `None` when the port is missing or not a
+/// number.
+fn host_of(addr: &str) -> Option<&str> {
+    let (host, port) = match addr.strip_prefix('[') {
+        Some(rest) => {
+            let (host, port) = rest.split_once(']')?;
+            (host, port.strip_prefix(':')?)
+        }
+        None => addr.rsplit_once(':')?,
+    };
+    (!host.is_empty() && port.parse::<u16>().is_ok()).then_some(host)
+}
+
 impl Node {
-    async fn conn(&self, timeout: Duration) -> Result<Client, StoreError> {
-        if let Some(c) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+    fn new(addr: &str, tls: bool) -> Result<Node, String> {
+        let addr = addr.trim();
+        let host = host_of(addr).ok_or_else(|| format!("{addr:?} is not host:port"))?;
+        let server_name =
+            if tls {
+                Some(ServerName::try_from(host.to_owned()).map_err(|e| {
+                    format!("{host:?} cannot be checked against a certificate: {e}")
+                })?)
+            } else {
+                None
+            };
+        Ok(Node {
+            addr: addr.to_owned(),
+            server_name,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// Runs `futs` concurrently on the current task: a call touches a few nodes at once, and the
+/// futures borrow the request, so spawning tasks would mean copying it.
+async fn join_all<F: Future>(mut futs: Vec<F>) -> Vec<F::Output> {
+    // Most requests touch one node: no boxing then.
+    if futs.len() == 1 {
+        if let Some(f) = futs.pop() {
+            return vec![f.await];
+        }
+    }
+    let mut futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// The indexes of `keys` grouped by node; nodes without keys are left out.
+fn by_node<'a>(keys: impl Iterator<Item = &'a str>, nodes: usize) -> Vec<(usize, Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (i, k) in keys.enumerate() {
+        let n = node_for(k, nodes);
+        match groups.iter_mut().find(|(g, _)| *g == n) {
+            Some((_, idx)) => idx.push(i),
+            None => groups.push((n, vec![i])),
+        }
+    }
+    groups
+}
+
+/// The first per-command error among `replies`, if any.
+fn first_error(replies: &[Reply]) -> Option<io::Error> {
+    replies.iter().find_map(|r| match r {
+        Reply::Error(e) => Some(io::Error::other(e.clone())),
+        _ => None,
+    })
+}
+
+/// `incr` each key by its hits; `add` those that are missing, with their TTL. A key memcached
+/// refuses (say, a non-numeric value) does not stop the others; the error is returned at the
+/// end so that the connection is not pooled again.
+async fn apply_on(c: &mut Pooled, now: u64, incs: &[&Increment]) -> io::Result<()> {
+    let ops: Vec<(&str, u64)> = incs.iter().map(|i| (i.key.as_str(), i.hits)).collect();
+    let replies = c.arith("incr", &ops).await?;
+    let mut failed = first_error(&replies);
+    let missing: Vec<(&str, u64, i64)> = incs
+        .iter()
+        .zip(&replies)
+        .filter(|(_, r)| **r == Reply::NotFound)
+        .map(|(i, _)| (i.key.as_str(), i.hits, expiry(i.ttl_seconds, now)))
+        .collect();
+    if !missing.is_empty() {
+        let added = c.add(&missing).await?;
+        failed = failed.or_else(|| first_error(&added));
+        // Another instance (or an earlier command of this batch) created the key first:
+        // count on top of it.
+        let again: Vec<(&str, u64)> = missing
+            .iter()
+            .zip(&added)
+            .filter(|(_, r)| **r == Reply::NotStored)
+            .map(|((k, hits, _), _)| (*k, *hits))
+            .collect();
+        if !again.is_empty() {
+            let replies = c.arith("incr", &again).await?;
+            failed = failed.or_else(|| first_error(&replies));
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+impl Inner {
+    fn nodes(&self) -> NodeList {
+        self.nodes.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    async fn open(&self, node: &Node) -> io::Result<Pooled> {
+        let tcp = TcpStream::connect(node.addr.as_str()).await?;
+        // Requests are small and latency-bound.
+        let _ = tcp.set_nodelay(true);
+        let io: Box<dyn Io> = match (&self.tls, &node.server_name) {
+            (Some(tls), Some(name)) => Box::new(tls.connect(name.clone(), tcp).await?),
+            _ => Box::new(tcp),
+        };
+        Ok(Conn::new(io))
+    }
+
+    async fn conn(&self, node: &Node) -> Result<Pooled, StoreError> {
+        if let Some(c) = node.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(c);
         }
-        match tokio::time::timeout(timeout, Client::new(format!("tcp://{}", self.addr))).await {
+        self.fresh_conn(node).await
+    }
+
+    async fn fresh_conn(&self, node: &Node) -> Result<Pooled, StoreError> {
+        match timeout(self.timeout, self.open(node)).await {
             Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => Err(err(format!("memcached {}: {e}", self.addr))),
-            Err(_) => Err(err(format!("memcached {}: connect timed out", self.addr))),
+            Ok(Err(e)) => Err(err(format!("memcached {}: {e}", node.addr))),
+            Err(_) => Err(err(format!("memcached {}: connect timed out", node.addr))),
         }
     }
 
-    fn put_back(&self, c: Client, max_idle: usize) {
-        if c.is_closed() {
-            return;
+    /// Pools `c` again after a clean exchange only: after an error or a timeout, replies
+    /// may still be in flight.
+    fn finish<T>(
+        &self,
+        node: &Node,
+        c: Pooled,
+        what: &str,
+        result: Result<io::Result<T>, tokio::time::error::Elapsed>,
+    ) -> Result<T, StoreError> {
+        match result {
+            Ok(Ok(v)) => {
+                let mut idle = node.idle.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.len() < self.max_idle_conns {
+                    idle.push(c);
+                }
+                Ok(v)
+            }
+            Ok(Err(e)) => Err(err(format!("memcached {}: {what}: {e}", node.addr))),
+            Err(_) => Err(err(format!("memcached {}: {what} timed out", node.addr))),
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < max_idle {
-            idle.push(c);
+    }
+
+    /// Reads the keys of `keys` at `idx` (all on `node`), 0 for missing ones.
+    async fn read(
+        &self,
+        node: &Node,
+        keys: &[&str],
+        idx: &[usize],
+    ) -> Result<Vec<u64>, StoreError> {
+        let ks: Vec<&str> = idx.iter().map(|i| keys[*i]).collect();
+        let pooled = node.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(mut c) = pooled {
+            match timeout(self.timeout, c.get(&ks)).await {
+                // An idle connection the node closed meanwhile (a restart, an idle timeout)
+                // fails at once; a get is safe to repeat, so try a new connection before
+                // failing the request.
+                Ok(Err(_)) => {}
+                r => return self.finish(node, c, "get", r),
+            }
+        }
+        let mut c = self.fresh_conn(node).await?;
+        let r = timeout(self.timeout, c.get(&ks)).await;
+        self.finish(node, c, "get", r)
+    }
+
+    /// Reads `keys` from their nodes, concurrently, into `out`.
+    async fn read_all(
+        &self,
+        nodes: &[Arc<Node>],
+        keys: &[&str],
+        out: &mut [u64],
+    ) -> Result<(), StoreError> {
+        let groups = by_node(keys.iter().copied(), nodes.len());
+        let mut reads = Vec::with_capacity(groups.len());
+        for (n, idx) in &groups {
+            reads.push(self.read(&nodes[*n], keys, idx));
+        }
+        for ((_, idx), vals) in groups.iter().zip(join_all(reads).await) {
+            for (i, v) in idx.iter().zip(vals?) {
+                out[*i] = v;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the increments of `incs` at `idx` (all on `node`).
+    async fn apply_node(&self, node: &Node, now: u64, incs: &[Increment], idx: &[usize]) {
+        let batch: Vec<&Increment> = idx.iter().map(|i| &incs[*i]).collect();
+        // Lost increments are upstream's behaviour too: the answer was already given.
+        let Ok(mut c) = self.conn(node).await else {
+            return;
+        };
+        let r = timeout(self.timeout, apply_on(&mut c, now, &batch)).await;
+        let _ = self.finish(node, c, "incr", r);
+    }
+
+    async fn apply(&self, nodes: &[Arc<Node>], now: u64, incs: &[Increment]) {
+        let groups = by_node(incs.iter().map(|i| i.key.as_str()), nodes.len());
+        let mut work = Vec::with_capacity(groups.len());
+        for (n, idx) in &groups {
+            work.push(self.apply_node(&nodes[*n], now, incs, idx));
+        }
+        join_all(work).await;
+    }
+
+    /// Takes back the hits of `batch` at `idx` (all on `node`).
+    async fn refund_node(
+        &self,
+        node: &Node,
+        batch: &[Increment],
+        idx: &[usize],
+    ) -> Result<(), StoreError> {
+        let ops: Vec<(&str, u64)> = idx
+            .iter()
+            .map(|i| (batch[*i].key.as_str(), batch[*i].hits))
+            .collect();
+        let mut c = self.conn(node).await?;
+        // decr stops at zero in memcached and a missing key has nothing to refund; a failed
+        // refund leaves the counter high, which the answer already assumed.
+        let r = timeout(self.timeout, c.arith("decr", &ops)).await;
+        let _ = self.finish(node, c, "decr", r);
+        Ok(())
+    }
+
+    /// Swaps in `servers` if they differ from the current list; says what changed.
+    fn set_servers(&self, servers: &[String]) -> Result<Option<String>, String> {
+        let current = self.nodes();
+        if current.len() == servers.len() && current.iter().zip(servers).all(|(n, s)| n.addr == *s)
+        {
+            return Ok(None);
+        }
+        let mut fresh = Vec::with_capacity(servers.len());
+        for s in servers {
+            // A node that stays keeps its idle connections.
+            match current.iter().find(|n| n.addr == *s) {
+                Some(n) => fresh.push(n.clone()),
+                None => fresh.push(Arc::new(Node::new(s, self.tls.is_some())?)),
+            }
+        }
+        *self.nodes.write().unwrap_or_else(|e| e.into_inner()) = fresh.into();
+        let old: Vec<&str> = current.iter().map(|n| n.addr.as_str()).collect();
+        Ok(Some(format!(
+            "memcache servers changed from {} to {}",
+            old.join(","),
+            servers.join(",")
+        )))
+    }
+}
+
+async fn refresh_loop(inner: Weak<Inner>, resolver: SrvResolver, every: Duration, log: Logger) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let found = resolver.servers().await;
+        // The store is gone: nothing left to refresh.
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        match found.and_then(|servers| inner.set_servers(&servers)) {
+            Ok(None) => {}
+            Ok(Some(change)) => log(Severity::Info, &change),
+            Err(e) => log(
+                Severity::Error,
+                &format!(
+                    "memcache SRV refresh failed, keeping the {} current servers: {e}",
+                    inner.nodes().len()
+                ),
+            ),
         }
     }
 }
 
 impl MemcachedStore {
-    /// A store over `settings.nodes`; connections are opened on demand.
+    /// A store over the fixed list `settings.nodes`; connections are opened on demand.
+    /// Fails on a bad node address or TLS file, and when `settings.srv` is set (that needs
+    /// the asynchronous [`MemcachedStore::connect`]).
     pub fn new(settings: MemcachedSettings) -> Result<MemcachedStore, StoreError> {
+        if settings.srv.is_some() {
+            return Err(err("MEMCACHE_SRV needs MemcachedStore::connect"));
+        }
         if settings.nodes.is_empty() {
             return Err(err("MEMCACHE_HOST_PORT lists no node"));
         }
-        let nodes = settings
-            .nodes
+        MemcachedStore::with_nodes(&settings, &settings.nodes, "MEMCACHE_HOST_PORT")
+    }
+
+    fn with_nodes(
+        settings: &MemcachedSettings,
+        servers: &[String],
+        source: &str,
+    ) -> Result<MemcachedStore, StoreError> {
+        let tls = match &settings.tls {
+            None => None,
+            Some(t) => {
+                let mut config =
+                    crate::client_tls::client_config(t, "MEMCACHE_TLS").map_err(err)?;
+                // memcached (1.6, OpenSSL) answers a resumed session with an internal-error
+                // alert when it verifies client certificates, unless started with
+                // ssl_session_cache; connections are pooled, so full handshakes cost little.
+                // Upstream's Go client does not resume either.
+                config.resumption = rustls::client::Resumption::disabled();
+                Some(TlsConnector::from(Arc::new(config)))
+            }
+        };
+        let nodes = servers
             .iter()
-            .map(|a| Node {
-                addr: a.trim().to_owned(),
-                idle: Mutex::new(Vec::new()),
-            })
-            .collect();
+            .map(|a| Node::new(a, tls.is_some()).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| err(format!("{source}: {e}")))?;
         Ok(MemcachedStore {
-            nodes: Arc::new(nodes),
-            settings,
+            inner: Arc::new(Inner {
+                nodes: RwLock::new(nodes.into()),
+                tls,
+                max_idle_conns: settings.max_idle_conns,
+                timeout: settings.timeout,
+            }),
             pending: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// A store as `settings` say: over `settings.nodes`, or over the targets of the SRV
+    /// record `settings.srv`, resolved now (a failure is an error naming the record) and then
+    /// every `settings.srv_refresh` if that is not zero. `log` hears about refreshes that
+    /// changed the list or failed; a failed refresh keeps the current list.
+    pub async fn connect(
+        settings: MemcachedSettings,
+        log: impl Fn(Severity, &str) + Send + Sync + 'static,
+    ) -> Result<MemcachedStore, StoreError> {
+        let Some(name) = settings.srv.clone() else {
+            return MemcachedStore::new(settings);
+        };
+        let resolver = SrvResolver::new(&name, settings.srv_nameserver)
+            .map_err(|e| err(format!("MEMCACHE_SRV {name}: {e}")))?;
+        let servers = resolver
+            .servers()
+            .await
+            .map_err(|e| err(format!("MEMCACHE_SRV: {e}")))?;
+        let store =
+            MemcachedStore::with_nodes(&settings, &servers, &format!("MEMCACHE_SRV {name}"))?;
+        if !settings.srv_refresh.is_zero() {
+            tokio::spawn(refresh_loop(
+                Arc::downgrade(&store.inner),
+                resolver,
+                settings.srv_refresh,
+                Arc::new(log),
+            ));
+        }
+        Ok(store)
+    }
+
+    /// The nodes in use, in key-mapping order.
+    pub fn servers(&self) -> Vec<String> {
+        self.inner.nodes().iter().map(|n| n.addr.clone()).collect()
     }
 
     /// Waits (at most a few seconds) until the increments started so far are applied.
@@ -143,64 +537,6 @@ impl MemcachedStore {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
-    /// Reads `keys` (all on node `n`), 0 for missing ones.
-    async fn read(&self, n: usize, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
-        let node = &self.nodes[n];
-        let mut c = node.conn(self.settings.timeout).await?;
-        let r = tokio::time::timeout(self.settings.timeout, c.get_multi(keys.iter())).await;
-        let values = match r {
-            Err(_) => return Err(err(format!("memcached {}: get timed out", node.addr))),
-            Ok(Err(McError::Protocol(Status::NotFound))) => Vec::new(),
-            Ok(Err(e)) => return Err(err(format!("memcached {}: {e}", node.addr))),
-            Ok(Ok(v)) => v,
-        };
-        node.put_back(c, self.settings.max_idle_conns);
-        Ok(keys
-            .iter()
-            .map(|k| {
-                values
-                    .iter()
-                    .find(|v| v.key == k.as_bytes())
-                    .and_then(|v| v.data.as_deref())
-                    .and_then(|d| std::str::from_utf8(d).ok())
-                    .and_then(|s| s.trim().parse().ok())
-                    .unwrap_or(0)
-            })
-            .collect())
-    }
-
-    async fn apply(
-        nodes: Arc<Vec<Node>>,
-        settings: MemcachedSettings,
-        now: u64,
-        incs: Vec<Increment>,
-    ) {
-        for inc in incs {
-            let node = &nodes[node_for(&inc.key, nodes.len())];
-            let Ok(mut c) = node.conn(settings.timeout).await else {
-                continue;
-            };
-            let op = async {
-                match c.increment(&inc.key, inc.hits).await {
-                    Ok(_) => return,
-                    Err(McError::Protocol(Status::NotFound)) => {}
-                    Err(_) => return,
-                }
-                let exp = Some(expiry(inc.ttl_seconds, now));
-                let value = inc.hits.to_string();
-                // Another instance created it first: count on top of theirs.
-                if let Err(McError::Protocol(Status::NotStored)) =
-                    c.add(&inc.key, &value, exp, None).await
-                {
-                    let _ = c.increment(&inc.key, inc.hits).await;
-                }
-            };
-            if tokio::time::timeout(settings.timeout, op).await.is_ok() {
-                node.put_back(c, settings.max_idle_conns);
-            }
         }
     }
 }
@@ -216,9 +552,10 @@ impl CounterStore for MemcachedStore {
         for inc in batch {
             check_key(&inc.key)?;
         }
+        let nodes = self.inner.nodes();
         let keys: Vec<&str> = batch.iter().map(|i| i.key.as_str()).collect();
         let mut before = vec![0u64; batch.len()];
-        CounterStore::get(self, now, &keys, &mut before).await?;
+        self.inner.read_all(&nodes, &keys, &mut before).await?;
         for ((c, b), inc) in counts.iter_mut().zip(&before).zip(batch) {
             *c = b.saturating_add(inc.hits);
         }
@@ -226,9 +563,9 @@ impl CounterStore for MemcachedStore {
         if !pending.is_empty() {
             let counter = self.pending.clone();
             counter.fetch_add(1, Ordering::AcqRel);
-            let (nodes, settings) = (self.nodes.clone(), self.settings.clone());
+            let inner = self.inner.clone();
             tokio::spawn(async move {
-                MemcachedStore::apply(nodes, settings, now, pending).await;
+                inner.apply(&nodes, now, &pending).await;
                 counter.fetch_sub(1, Ordering::AcqRel);
             });
         }
@@ -236,36 +573,23 @@ impl CounterStore for MemcachedStore {
     }
 
     async fn get(&self, _now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
-        let n = self.nodes.len();
-        let mut by_node: Vec<Vec<(usize, &str)>> = vec![Vec::new(); n];
-        for (i, k) in keys.iter().enumerate() {
+        for k in keys {
             check_key(k)?;
-            by_node[node_for(k, n)].push((i, k));
         }
-        for (node, items) in by_node.iter().enumerate() {
-            if items.is_empty() {
-                continue;
-            }
-            let ks: Vec<&str> = items.iter().map(|(_, k)| *k).collect();
-            let vals = self.read(node, &ks).await?;
-            for ((i, _), v) in items.iter().zip(vals) {
-                out[*i] = v;
-            }
-        }
-        Ok(())
+        self.inner.read_all(&self.inner.nodes(), keys, out).await
     }
 
     async fn refund(&self, _now: u64, batch: &[Increment]) -> Result<(), StoreError> {
         for inc in batch {
             check_key(&inc.key)?;
-            let node = &self.nodes[node_for(&inc.key, self.nodes.len())];
-            let mut c = node.conn(self.settings.timeout).await?;
-            // decr stops at zero in memcached; a missing key has nothing to refund.
-            let _ =
-                tokio::time::timeout(self.settings.timeout, c.decrement(&inc.key, inc.hits)).await;
-            node.put_back(c, self.settings.max_idle_conns);
         }
-        Ok(())
+        let nodes = self.inner.nodes();
+        let groups = by_node(batch.iter().map(|i| i.key.as_str()), nodes.len());
+        let mut work = Vec::with_capacity(groups.len());
+        for (n, idx) in &groups {
+            work.push(self.inner.refund_node(&nodes[*n], batch, idx));
+        }
+        join_all(work).await.into_iter().collect()
     }
 }
 
@@ -300,5 +624,40 @@ mod tests {
         // crc32("foo") = 0x8c736521
         assert_eq!(node_for("foo", 2), (0x8c73_6521usize) % 2);
         assert_eq!(node_for("foo", 3), (0x8c73_6521usize) % 3);
+    }
+
+    #[test]
+    fn node_addresses() {
+        assert_eq!(host_of("10.0.0.1:11211"), Some("10.0.0.1"));
+        assert_eq!(host_of("mc.example.com:11211"), Some("mc.example.com"));
+        assert_eq!(host_of("[::1]:11211"), Some("::1"));
+        for bad in [
+            "mc",
+            "mc:",
+            ":11211",
+            "mc:x",
+            "[::1]",
+            "[::1]11211",
+            "mc:70000",
+        ] {
+            assert_eq!(host_of(bad), None, "{bad}");
+        }
+        let e = MemcachedStore::new(MemcachedSettings {
+            nodes: vec!["127.0.0.1:1".into(), "nowhere".into()],
+            ..MemcachedSettings::default()
+        })
+        .err()
+        .unwrap();
+        assert!(e.message.contains("MEMCACHE_HOST_PORT"), "{}", e.message);
+        assert!(e.message.contains("\"nowhere\""), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn join_all_keeps_order() {
+        let futs = (0..4u64).map(|i| async move {
+            tokio::time::sleep(Duration::from_millis(40 - i * 10)).await;
+            i
+        });
+        assert_eq!(join_all(futs.collect()).await, [0, 1, 2, 3]);
     }
 }

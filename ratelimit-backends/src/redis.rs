@@ -4,8 +4,6 @@
 //! Each request is one pipeline of `INCRBY key hits` + `EXPIRE key ttl` per key (per node
 //! in cluster mode, which fred routes), and SECOND limits may go to a second instance.
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -48,15 +46,7 @@ pub enum OnEmpty {
 }
 
 /// TLS towards Redis (`REDIS_TLS*`).
-#[derive(Debug, Clone, Default)]
-pub struct RedisTls {
-    /// CA bundle to trust; the system's roots when `None`.
-    pub ca: Option<PathBuf>,
-    /// Client certificate and key, when the server requires them.
-    pub client_cert: Option<(PathBuf, PathBuf)>,
-    /// Accept a certificate for another name (still signed by a trusted CA).
-    pub skip_hostname_verification: bool,
-}
+pub use crate::client_tls::ClientTls as RedisTls;
 
 /// One Redis instance's settings, named after upstream's `REDIS_*` variables.
 #[derive(Debug, Clone)]
@@ -211,7 +201,7 @@ pub fn fred_config(s: &RedisSettings) -> Result<Config, String> {
     let tls = match &s.tls {
         None => None,
         Some(t) => Some(TlsConfig {
-            connector: tls_connector(t)?.into(),
+            connector: crate::client_tls::client_config(t, "REDIS_TLS")?.into(),
             hostnames: TlsHostMapping::None,
         }),
     };
@@ -223,108 +213,6 @@ pub fn fred_config(s: &RedisSettings) -> Result<Config, String> {
         fail_fast: true,
         ..Config::default()
     })
-}
-
-fn tls_connector(t: &RedisTls) -> Result<fred::rustls::ClientConfig, String> {
-    use fred::rustls;
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    match &t.ca {
-        Some(ca) => {
-            for c in CertificateDer::pem_file_iter(ca)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("REDIS_TLS_CACERT {}: {e}", ca.display()))?
-            {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("REDIS_TLS_CACERT {}: {e}", ca.display()))?;
-            }
-        }
-        None => {
-            let native = rustls_native_certs::load_native_certs();
-            for c in native.certs {
-                let _ = roots.add(c);
-            }
-        }
-    }
-    let roots = Arc::new(roots);
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let builder = if t.skip_hostname_verification {
-        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
-            .build()
-            .map_err(|e| e.to_string())?;
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyName(inner)))
-    } else {
-        builder.with_root_certificates(roots)
-    };
-    match &t.client_cert {
-        None => Ok(builder.with_no_client_auth()),
-        Some((cert, key)) => {
-            let certs = CertificateDer::pem_file_iter(cert)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("REDIS_TLS_CLIENT_CERT {}: {e}", cert.display()))?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| format!("REDIS_TLS_CLIENT_KEY {}: {e}", key.display()))?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .map_err(|e| format!("REDIS_TLS_CLIENT_CERT: {e}"))
-        }
-    }
-}
-
-/// Verifies the chain but accepts any server name (`REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`).
-#[derive(Debug)]
-struct AnyName(Arc<fred::rustls::client::WebPkiServerVerifier>);
-
-impl fred::rustls::client::danger::ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &fred::rustls::pki_types::CertificateDer<'_>,
-        intermediates: &[fred::rustls::pki_types::CertificateDer<'_>],
-        server_name: &fred::rustls::pki_types::ServerName<'_>,
-        ocsp: &[u8],
-        now: fred::rustls::pki_types::UnixTime,
-    ) -> Result<fred::rustls::client::danger::ServerCertVerified, fred::rustls::Error> {
-        use fred::rustls::{CertificateError, Error};
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            Err(Error::InvalidCertificate(CertificateError::NotValidForName))
-            | Err(Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })) => {
-                Ok(fred::rustls::client::danger::ServerCertVerified::assertion())
-            }
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &fred::rustls::pki_types::CertificateDer<'_>,
-        dss: &fred::rustls::DigitallySignedStruct,
-    ) -> Result<fred::rustls::client::danger::HandshakeSignatureValid, fred::rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &fred::rustls::pki_types::CertificateDer<'_>,
-        dss: &fred::rustls::DigitallySignedStruct,
-    ) -> Result<fred::rustls::client::danger::HandshakeSignatureValid, fred::rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<fred::rustls::SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {

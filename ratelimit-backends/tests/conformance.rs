@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratelimit_backends::memcached::{MemcachedSettings, MemcachedStore};
-use ratelimit_backends::redis::{RedisKind, RedisSettings, StartupBackoff};
+use ratelimit_backends::redis::{RedisKind, RedisSettings, RedisTls, StartupBackoff};
 use ratelimit_backends::{MemoryStore, RedisStore};
 use ratelimit_core::{
     Code, CounterStore, Descriptor, Increment, Limiter, ManualClock, Request, Unit,
@@ -267,6 +267,37 @@ async fn redis_behind_sentinel() {
     .await;
     conformance("sentinel", store, None).await;
     assert!(servers::resp(master.port, &["DBSIZE"]).is_some_and(|r| r.trim() != ":0"));
+}
+
+#[tokio::test]
+async fn redis_over_mutual_tls() {
+    let pki = servers::pki(&["127.0.0.1"]);
+    let tls_port = servers::free_port();
+    let _redis = servers::redis_on(
+        servers::free_port(),
+        &[
+            "--tls-port",
+            &tls_port.to_string(),
+            "--tls-cert-file",
+            &pki.server_cert,
+            "--tls-key-file",
+            &pki.server_key,
+            "--tls-ca-cert-file",
+            &pki.ca,
+            "--tls-auth-clients",
+            "yes",
+        ],
+    );
+    let mut s = redis_settings(format!("127.0.0.1:{tls_port}"), RedisKind::Single);
+    s.tls = Some(RedisTls {
+        ca: Some(pki.ca.clone().into()),
+        client_cert: Some((
+            pki.client_cert.clone().into(),
+            pki.client_key.clone().into(),
+        )),
+        skip_hostname_verification: false,
+    });
+    conformance("redis-tls", redis_store(s).await, None).await;
 }
 
 #[tokio::test]

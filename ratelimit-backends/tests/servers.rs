@@ -162,7 +162,10 @@ pub fn redis_sentinel() -> (Proc, Proc) {
 }
 
 pub fn memcached() -> Proc {
-    let port = free_port();
+    memcached_on(free_port())
+}
+
+pub fn memcached_on(port: u16) -> Proc {
     let child = Command::new("memcached")
         .args([
             "-p",
@@ -201,4 +204,197 @@ pub fn redis_cli(port: u16, args: &[&str]) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// memcached with `-Z` (TLS on its port) and `-o` options such as `ssl_chain_cert=...`.
+pub fn memcached_tls(opts: &[String]) -> Proc {
+    let port = free_port();
+    let child = Command::new("memcached")
+        .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
+        .args(["-u", "root", "-m", "32", "-Z", "-o", &opts.join(",")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("memcached (apt-get install memcached)");
+    // Speaking TLS from here would need a client; an open port is enough, memcached loads
+    // its certificates before it listens.
+    wait_for("memcached with TLS", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    Proc { child, port }
+}
+
+/// Reads `key` from a plain memcached with the text protocol: `Some(value)` or `None`.
+pub fn mc_get(port: u16, key: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("get {key}\r\n").as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !reply.ends_with(b"END\r\n") {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    text.lines()
+        .nth(1)
+        .filter(|_| text.starts_with("VALUE"))
+        .map(str::to_owned)
+}
+
+/// A CA with a server certificate and a client certificate, written as PEM files.
+pub struct Pki {
+    pub ca: String,
+    pub server_cert: String,
+    pub server_key: String,
+    pub client_cert: String,
+    pub client_key: String,
+}
+
+/// A fresh CA; the server certificate carries `server_names` (DNS names or IPs).
+pub fn pki(server_names: &[&str]) -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let dir = temp_dir("pki");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "ratelimit test CA");
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let leaf = |names: Vec<String>| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (sc, sk) = leaf(server_names.iter().map(|s| s.to_string()).collect());
+    let (cc, ck) = leaf(vec!["ratelimit-client".into()]);
+    Pki {
+        ca: write("ca.pem", &ca.pem()),
+        server_cert: write("server.pem", &sc),
+        server_key: write("server.key", &sk),
+        client_cert: write("client.pem", &cc),
+        client_key: write("client.key", &ck),
+    }
+}
+
+/// A DNS server on a loopback UDP port that answers every SRV question with the current
+/// records (`(target, port)`, priority 10, weight 5) and every other question with none.
+pub struct SrvDns {
+    pub addr: std::net::SocketAddr,
+    records: std::sync::Arc<std::sync::Mutex<Vec<(String, u16)>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SrvDns {
+    pub fn start(records: Vec<(String, u16)>) -> SrvDns {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        let records = Arc::new(Mutex::new(records));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, s) = (records.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            while !s.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let current = r.lock().unwrap().clone();
+                if let Some(reply) = dns_answer(&buf[..n], &current) {
+                    let _ = sock.send_to(&reply, from);
+                }
+            }
+        });
+        SrvDns {
+            addr,
+            records,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn set(&self, records: Vec<(String, u16)>) {
+        *self.records.lock().unwrap() = records;
+    }
+}
+
+impl Drop for SrvDns {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The response to the DNS query `q` (RFC 1035 wire format), or `None` for garbage.
+fn dns_answer(q: &[u8], records: &[(String, u16)]) -> Option<Vec<u8>> {
+    const SRV: u16 = 33;
+    if q.len() < 12 {
+        return None;
+    }
+    let mut i = 12;
+    while *q.get(i)? != 0 {
+        i += 1 + q[i] as usize;
+    }
+    let question_end = i + 5;
+    let qtype = u16::from_be_bytes([*q.get(i + 1)?, *q.get(i + 2)?]);
+    if question_end > q.len() {
+        return None;
+    }
+    let answers: &[(String, u16)] = if qtype == SRV { records } else { &[] };
+    let mut r = Vec::with_capacity(512);
+    r.extend_from_slice(&q[..2]);
+    // QR, AA and the query's RD; RA; NOERROR.
+    r.push(0x84 | (q[2] & 0x01));
+    r.push(0x80);
+    r.extend_from_slice(&1u16.to_be_bytes());
+    r.extend_from_slice(&(answers.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[0, 0, 0, 0]);
+    r.extend_from_slice(&q[12..question_end]);
+    for (target, port) in answers {
+        let mut rdata = Vec::new();
+        rdata.extend_from_slice(&10u16.to_be_bytes());
+        rdata.extend_from_slice(&5u16.to_be_bytes());
+        rdata.extend_from_slice(&port.to_be_bytes());
+        for label in target.trim_end_matches('.').split('.') {
+            rdata.push(label.len() as u8);
+            rdata.extend_from_slice(label.as_bytes());
+        }
+        rdata.push(0);
+        // The owner name points back at the question's name (offset 12).
+        r.extend_from_slice(&[0xc0, 0x0c]);
+        r.extend_from_slice(&SRV.to_be_bytes());
+        r.extend_from_slice(&1u16.to_be_bytes());
+        r.extend_from_slice(&1u32.to_be_bytes());
+        r.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        r.extend_from_slice(&rdata);
+    }
+    Some(r)
+}
+
+/// Stores `value` under `key` in a plain memcached (no expiry).
+pub fn mc_set(port: u16, key: &str, value: &str) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes())
+        .unwrap();
+    let mut b = [0u8; 64];
+    let n = s.read(&mut b).unwrap();
+    assert_eq!(&b[..n], b"STORED\r\n");
 }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ratelimit_backends::memcached::Severity;
 use ratelimit_backends::{MemcachedStore, MemoryStore, RedisStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
 use ratelimit_server::grpc::GrpcListener;
@@ -70,7 +71,18 @@ async fn run(settings: Settings) -> Result<(), String> {
             r
         }
         BackendType::Memcache => {
-            Arc::new(MemcachedStore::new(settings.memcache.clone()).map_err(|e| e.to_string())?)
+            let report = |severity: Severity, m: &str| {
+                let level = match severity {
+                    Severity::Info => Level::Info,
+                    Severity::Error => Level::Error,
+                };
+                log::log(level, m);
+            };
+            Arc::new(
+                MemcachedStore::connect(settings.memcache.clone(), report)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )
         }
     };
     // Spans for store calls only when tracing is on: the wrapper costs a span per call.

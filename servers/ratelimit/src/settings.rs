@@ -2,10 +2,11 @@
 //! startup error naming the variable and the value, never a silent default.
 
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ratelimit_backends::memcached::MemcachedSettings;
+use ratelimit_backends::memcached::{self, MemcachedSettings, MemcachedTls};
 use ratelimit_backends::redis::{
     OnEmpty, RedisKind, RedisSettings, RedisTls, SocketType, StartupBackoff,
 };
@@ -505,39 +506,87 @@ fn memcache_settings<F: Fn(&str) -> Option<String>>(
 ) -> Result<MemcachedSettings, SettingsError> {
     let hosts = env.string("MEMCACHE_HOST_PORT", "");
     let srv = env.string("MEMCACHE_SRV", "");
+    let nameserver_raw = env.string("MEMCACHE_SRV_NAMESERVER", "");
+    let srv_nameserver = if nameserver_raw.is_empty() {
+        None
+    } else {
+        let v = nameserver_raw.trim();
+        let addr = v
+            .parse::<SocketAddr>()
+            .ok()
+            .or_else(|| v.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)));
+        Some(addr.ok_or_else(|| {
+            env.err(
+                "MEMCACHE_SRV_NAMESERVER",
+                &nameserver_raw,
+                "an IP address with an optional port, such as 10.0.0.2 or 127.0.0.1:5353",
+            )
+        })?)
+    };
+    let tls = if env.boolean("MEMCACHE_TLS", false)? {
+        let file = |n: &str| {
+            let v = env.string(n, "");
+            (!v.is_empty()).then(|| PathBuf::from(v))
+        };
+        let client_cert = match (
+            file("MEMCACHE_TLS_CLIENT_CERT"),
+            file("MEMCACHE_TLS_CLIENT_KEY"),
+        ) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            // Upstream ignores a lone half; that would silently drop mutual TLS.
+            (Some(_), None) | (None, Some(_)) => {
+                let (set, unset) = if env.string("MEMCACHE_TLS_CLIENT_CERT", "").is_empty() {
+                    ("MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CLIENT_CERT")
+                } else {
+                    ("MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY")
+                };
+                return Err(env.err(
+                    set,
+                    &env.string(set, ""),
+                    &format!("{unset} to be set too (a client certificate needs its key)"),
+                ));
+            }
+        };
+        Some(MemcachedTls {
+            ca: file("MEMCACHE_TLS_CACERT"),
+            client_cert,
+            skip_hostname_verification: env
+                .boolean("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", false)?,
+        })
+    } else {
+        None
+    };
+    let srv_refresh = env.duration("MEMCACHE_SRV_REFRESH", Duration::ZERO)?;
     if backend == BackendType::Memcache {
         if !hosts.is_empty() && !srv.is_empty() {
             return Err(env.err("MEMCACHE_SRV", &srv, "not both MEMCACHE_HOST_PORT and MEMCACHE_SRV (Both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set)"));
         }
-        if !srv.is_empty() {
+        if !srv.is_empty() && !memcached::valid_srv_name(srv.trim()) {
             return Err(env.err(
                 "MEMCACHE_SRV",
                 &srv,
-                "MEMCACHE_HOST_PORT: SRV discovery is not supported by this build",
+                "an SRV record name such as _memcache._tcp.example.com",
             ));
         }
-        if hosts.is_empty() {
+        if hosts.is_empty() && srv.is_empty() {
             return Err(env.err(
                 "MEMCACHE_HOST_PORT",
                 "",
-                "a comma-separated list of host:port",
-            ));
-        }
-        if env.boolean("MEMCACHE_TLS", false)? {
-            return Err(env.err(
-                "MEMCACHE_TLS",
-                "true",
-                "false: TLS to memcached is not supported by this build",
+                "a comma-separated list of host:port, or MEMCACHE_SRV",
             ));
         }
     }
-    env.duration("MEMCACHE_SRV_REFRESH", Duration::ZERO)?;
     Ok(MemcachedSettings {
         nodes: hosts
             .split(',')
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
             .collect(),
+        srv: (!srv.is_empty()).then(|| srv.trim().to_owned()),
+        srv_refresh,
+        srv_nameserver,
+        tls,
         max_idle_conns: env.number("MEMCACHE_MAX_IDLE_CONNS", 2, "a whole number")?,
         timeout: env.duration("MEMCACHE_TIMEOUT", Duration::from_secs(1))?,
     })
@@ -910,6 +959,123 @@ mod tests {
         let e = with(&both).unwrap_err().to_string();
         assert!(
             e.contains("Both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn memcache_settings() {
+        let mc = [("BACKEND_TYPE", "memcache")];
+        let with_mc = |extra: &[(&str, &str)]| {
+            let mut v = mc.to_vec();
+            v.extend_from_slice(extra);
+            with(&v)
+        };
+        let s = with_mc(&[("MEMCACHE_HOST_PORT", "a:1, b:2")])
+            .unwrap()
+            .memcache;
+        assert_eq!(s.nodes, ["a:1", "b:2"]);
+        assert_eq!((s.srv.as_deref(), s.srv_refresh), (None, Duration::ZERO));
+        assert!(s.tls.is_none() && s.srv_nameserver.is_none());
+        assert_eq!(s.timeout, Duration::from_secs(1));
+
+        let s = with_mc(&[
+            ("MEMCACHE_SRV", "_memcache._tcp.example.com"),
+            ("MEMCACHE_SRV_REFRESH", "30s"),
+            ("MEMCACHE_SRV_NAMESERVER", "127.0.0.1:5353"),
+        ])
+        .unwrap()
+        .memcache;
+        assert_eq!(s.srv.as_deref(), Some("_memcache._tcp.example.com"));
+        assert!(s.nodes.is_empty());
+        assert_eq!(s.srv_refresh, Duration::from_secs(30));
+        assert_eq!(s.srv_nameserver, Some("127.0.0.1:5353".parse().unwrap()));
+        let s = with_mc(&[
+            ("MEMCACHE_SRV", "_m._tcp.x"),
+            ("MEMCACHE_SRV_NAMESERVER", "10.0.0.2"),
+        ])
+        .unwrap()
+        .memcache;
+        assert_eq!(s.srv_nameserver, Some("10.0.0.2:53".parse().unwrap()));
+
+        let s = with_mc(&[
+            ("MEMCACHE_HOST_PORT", "a:1"),
+            ("MEMCACHE_TLS", "true"),
+            ("MEMCACHE_TLS_CACERT", "/ca.pem"),
+            ("MEMCACHE_TLS_CLIENT_CERT", "/c.pem"),
+            ("MEMCACHE_TLS_CLIENT_KEY", "/c.key"),
+            ("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "true"),
+        ])
+        .unwrap()
+        .memcache;
+        assert_eq!(
+            s.tls,
+            Some(MemcachedTls {
+                ca: Some("/ca.pem".into()),
+                client_cert: Some(("/c.pem".into(), "/c.key".into())),
+                skip_hostname_verification: true,
+            })
+        );
+        // The files only count when TLS is on, as upstream.
+        let s = with_mc(&[
+            ("MEMCACHE_HOST_PORT", "a:1"),
+            ("MEMCACHE_TLS_CACERT", "/ca"),
+        ]);
+        assert!(s.unwrap().memcache.tls.is_none());
+
+        for (vars, name) in [
+            (
+                &[("MEMCACHE_SRV", "memcache.example.com")][..],
+                "MEMCACHE_SRV",
+            ),
+            (
+                &[
+                    ("MEMCACHE_SRV", "_m._tcp.x"),
+                    ("MEMCACHE_SRV_REFRESH", "10"),
+                ],
+                "MEMCACHE_SRV_REFRESH",
+            ),
+            (
+                &[
+                    ("MEMCACHE_SRV", "_m._tcp.x"),
+                    ("MEMCACHE_SRV_NAMESERVER", "dns:53"),
+                ],
+                "MEMCACHE_SRV_NAMESERVER",
+            ),
+            (
+                &[("MEMCACHE_HOST_PORT", "a:1"), ("MEMCACHE_TLS", "yes")],
+                "MEMCACHE_TLS",
+            ),
+            (
+                &[
+                    ("MEMCACHE_HOST_PORT", "a:1"),
+                    ("MEMCACHE_TLS", "1"),
+                    ("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "sure"),
+                ],
+                "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
+            ),
+            (
+                &[
+                    ("MEMCACHE_HOST_PORT", "a:1"),
+                    ("MEMCACHE_TLS", "true"),
+                    ("MEMCACHE_TLS_CLIENT_KEY", "/c.key"),
+                ],
+                "MEMCACHE_TLS_CLIENT_KEY",
+            ),
+            (&[][..], "MEMCACHE_HOST_PORT"),
+        ] {
+            let e = with_mc(vars).unwrap_err();
+            assert_eq!(e.name, name, "{vars:?}: {e}");
+        }
+        let e = with_mc(&[
+            ("MEMCACHE_HOST_PORT", "a:1"),
+            ("MEMCACHE_TLS", "true"),
+            ("MEMCACHE_TLS_CLIENT_CERT", "/c.pem"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("MEMCACHE_TLS_CLIENT_KEY to be set too"),
             "{e}"
         );
     }

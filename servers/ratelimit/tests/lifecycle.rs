@@ -73,6 +73,57 @@ fn an_unreachable_store_stops_startup_after_the_backoff() {
 }
 
 #[test]
+fn memcache_tls_files_and_srv_records_are_checked_at_start() {
+    let dir = temp_dir("mc-files");
+    let not_pem = dir.join("ca.pem");
+    std::fs::write(&not_pem, "not a certificate").unwrap();
+    let not_pem = not_pem.to_str().unwrap().to_owned();
+    let (code, err) = run_to_exit(
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_HOST_PORT", "localhost:11211"),
+            ("MEMCACHE_TLS", "true"),
+            ("MEMCACHE_TLS_CACERT", &not_pem),
+        ],
+        &[("a.yaml", OK_RULES)],
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("MEMCACHE_TLS_CACERT") && err.contains(&not_pem),
+        "{err}"
+    );
+    let (code, err) = run_to_exit(
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_HOST_PORT", "localhost:11211"),
+            ("MEMCACHE_TLS", "true"),
+            ("MEMCACHE_TLS_CLIENT_CERT", "/nonexistent/client.pem"),
+            ("MEMCACHE_TLS_CLIENT_KEY", "/nonexistent/client.key"),
+        ],
+        &[("a.yaml", OK_RULES)],
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("MEMCACHE_TLS_CLIENT_CERT /nonexistent"),
+        "{err}"
+    );
+    // A DNS server that knows no such record.
+    let dns = crate::store_servers::SrvDns::start(Vec::new());
+    let nameserver = dns.addr.to_string();
+    let (code, err) = run_to_exit(
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_SRV", "_memcache._tcp.missing.test"),
+            ("MEMCACHE_SRV_NAMESERVER", &nameserver),
+        ],
+        &[("a.yaml", OK_RULES)],
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("_memcache._tcp.missing.test"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_bad_rule_file_names_file_path_and_problem() {
     let bad = "domain: d\ndescriptors:\n  - key: ip\n    rate_limit:\n      unlimied: true\n";
     let (code, err) = run_to_exit(&[], &[("a.yaml", OK_RULES), ("b.yaml", bad)]);

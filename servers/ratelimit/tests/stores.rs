@@ -118,3 +118,72 @@ fn memcache_backend_with_local_cache() {
         "memcache is healthy (upstream regressed here)"
     );
 }
+
+/// Posts `REQ` `n` times, pausing for memcached's asynchronous increments.
+fn memcache_codes(srv: &crate::common::Server, n: usize) -> Vec<u16> {
+    (0..n)
+        .map(|_| {
+            let code = post_json(srv.http, REQ).status;
+            std::thread::sleep(Duration::from_millis(50));
+            code
+        })
+        .collect()
+}
+
+#[test]
+fn memcache_over_mutual_tls() {
+    let pki = servers::pki(&["localhost"]);
+    let node = servers::memcached_tls(&[
+        format!("ssl_chain_cert={}", pki.server_cert),
+        format!("ssl_key={}", pki.server_key),
+        format!("ssl_ca_cert={}", pki.ca),
+        "ssl_verify_mode=2".into(),
+    ]);
+    let hosts = format!("localhost:{}", node.port);
+    let srv = start(
+        &[("rl.yaml", RULES)],
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_HOST_PORT", hosts.as_str()),
+            ("MEMCACHE_TLS", "true"),
+            ("MEMCACHE_TLS_CACERT", pki.ca.as_str()),
+            ("MEMCACHE_TLS_CLIENT_CERT", pki.client_cert.as_str()),
+            ("MEMCACHE_TLS_CLIENT_KEY", pki.client_key.as_str()),
+        ],
+    );
+    assert_eq!(memcache_codes(&srv, 3), [200, 200, 429]);
+}
+
+#[test]
+fn memcache_nodes_from_srv() {
+    let a = servers::memcached();
+    let b = servers::memcached();
+    let dns = servers::SrvDns::start(vec![
+        ("localhost".into(), a.port),
+        ("localhost".into(), b.port),
+    ]);
+    let nameserver = dns.addr.to_string();
+    let srv = start(
+        &[("rl.yaml", RULES)],
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_SRV", "_memcache._tcp.ratelimit.test"),
+            ("MEMCACHE_SRV_REFRESH", "100ms"),
+            ("MEMCACHE_SRV_NAMESERVER", nameserver.as_str()),
+        ],
+    );
+    assert_eq!(memcache_codes(&srv, 3), [200, 200, 429]);
+    // The record loses a node: the server says so and keeps answering.
+    dns.set(vec![("localhost".into(), a.port)]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log: Vec<String> = srv.stderr.try_iter().collect();
+        if log.iter().any(|l| l.contains("memcache servers changed")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refresh logged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let other = REQ.replace("alice", "bob");
+    assert_eq!(post_json(srv.http, &other).status, 200);
+}
