@@ -29,11 +29,11 @@ def check(cond, what):
 
 
 def answered(path, status):
-    """Records which endpoints answered 200, for the coverage check (bb_coverage.py)."""
+    """Records every endpoint's answer status, for the coverage check (bb_coverage.py)."""
     log = os.environ.get("TRADING_COVERAGE_FILE")
-    if log and status == 200:
+    if log:
         with open(log, "a", encoding="utf-8") as f:
-            f.write(path + "\n")
+            f.write(f"{path} {status}\n")
 
 
 def b64url(data: bytes) -> str:
