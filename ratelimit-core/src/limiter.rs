@@ -1,6 +1,7 @@
 //! The embedding facade: rules + store + clock, with rules swapped atomically.
 
 use std::cell::Cell;
+use std::fmt::Write as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,7 +43,7 @@ use crate::clock::Clock;
 use crate::config::ConfigError;
 use crate::decide::{LimitSpec, decide};
 use crate::local_cache::LocalCache;
-use crate::rules::{Match, Rule, RuleSet, cache_key_stem_into, push_decimal};
+use crate::rules::{Match, Rule, RuleSet, cache_key_stem_into};
 use crate::stats::{RULE_PREFIX, RuleStats, StatDelta, Stats, sanitize_stat_name};
 use crate::store::{CounterStore, Increment, StoreError};
 use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response};
@@ -768,7 +769,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         if window_text.0 != window {
             window_text.1.clear();
-            push_decimal(&mut window_text.1, window);
+            let _ = write!(window_text.1, "{window}");
             window_text.0 = window;
         }
         key.push_str(&window_text.1);

@@ -95,7 +95,7 @@ impl Rule {
         window_start: u64,
     ) {
         self.cache_key_stem_into(out, prefix, domain, entries);
-        push_decimal(out, window_start);
+        let _ = write!(out, "{window_start}");
     }
 
     /// The cache key without its window start, which the caller appends (the limiter
@@ -123,22 +123,6 @@ impl Rule {
     }
 }
 
-/// Appends `v` in decimal. `write!` goes through the formatting machinery, which costs
-/// more than the rest of building a key.
-pub(crate) fn push_decimal(out: &mut String, mut v: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written, so this cannot fail.
-    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
-}
 
 /// Upstream's cache key for plain entries (also used for request overrides).
 pub fn cache_key_into(
@@ -149,7 +133,7 @@ pub fn cache_key_into(
     window_start: u64,
 ) {
     cache_key_stem_into(out, prefix, domain, entries);
-    push_decimal(out, window_start);
+    let _ = write!(out, "{window_start}");
 }
 
 /// [`cache_key_into`] without the window start.
@@ -166,15 +150,6 @@ pub(crate) fn cache_key_stem_into(out: &mut String, prefix: &str, domain: &str, 
     }
 }
 
-#[cfg(test)]
-#[test]
-fn push_decimal_matches_display() {
-    for v in [0, 1, 9, 10, 99, 1_700_000_000, u64::MAX] {
-        let mut s = String::from("x");
-        push_decimal(&mut s, v);
-        assert_eq!(s, format!("x{v}"));
-    }
-}
 
 #[derive(Debug, Default)]
 struct Node {
