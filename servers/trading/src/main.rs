@@ -7,6 +7,8 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N] [--seed N] [--sandbox-clock]
   trading-api create-key --data-dir DIR --name NAME [--plan PLAN] [--strict]
+                         [--subaccount USERNAME] [--referred-by NAME]
+  trading-api deposit --data-dir DIR --name NAME --wallet BTC|ETH|USDT --amount DECIMAL
 
   --listen ADDR    address to serve on (default 0.0.0.0:8090)
   --data-dir DIR   where keys and account data are kept (default: in memory, lost at exit)
@@ -14,7 +16,12 @@ const USAGE: &str = "usage:
   --seed N         seed of the simulated market (default 1); equal seeds give equal data
   --sandbox-clock  enable POST /sandbox/advance?ms=N, which moves the server clock forward
   --name NAME      account the key belongs to (created on first use)
-  --plan PLAN      subscription plan of a new account (default Free)
+  --plan PLAN      subscription plan of a new account: Free (default), Pro, Enterprise,
+                   Unlimited (no request limits; for local tests)
+  --subaccount USERNAME  the key signs for that sub-account of NAME (created with
+                   subaccounts/subaccount-create, active)
+  --referred-by NAME  records that the account was referred by account NAME
+  --wallet, --amount  deposit credits AMOUNT to the account's executium-side wallet
   --strict         the key only accepts tokens that also sign method, path, query and body
   -h, --help       show this text
 
@@ -35,15 +42,28 @@ enum Command {
         name: String,
         plan: String,
         strict: bool,
+        subaccount: Option<String>,
+        referred_by: Option<String>,
+    },
+    Deposit {
+        data_dir: PathBuf,
+        name: String,
+        wallet: String,
+        amount: String,
     },
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut args = args.peekable();
-    let create = args.peek().is_some_and(|a| a == "create-key");
+    let deposit = args.peek().is_some_and(|a| a == "deposit");
+    let create = deposit || args.peek().is_some_and(|a| a == "create-key");
     if create {
         args.next();
     }
+    let mut subaccount = None;
+    let mut referred_by = None;
+    let mut wallet = None;
+    let mut amount = None;
     let mut listen: SocketAddr = ([0, 0, 0, 0], 8090).into();
     let mut data_dir = None;
     let mut name = None;
@@ -87,7 +107,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             "--data-dir" => data_dir = Some(PathBuf::from(value("a directory")?)),
             "--name" if create => name = Some(value("an account name")?),
             "--plan" if create => plan = value("a plan name")?,
-            "--strict" if create && inline.is_none() => strict = true,
+            "--strict" if create && !deposit && inline.is_none() => strict = true,
+            "--subaccount" if create && !deposit => subaccount = Some(value("a username")?),
+            "--referred-by" if create && !deposit => {
+                referred_by = Some(value("an account name")?);
+            }
+            "--wallet" if deposit => wallet = Some(value("BTC, ETH or USDT")?),
+            "--amount" if deposit => amount = Some(value("a decimal amount")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -100,15 +126,26 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             sandbox_clock,
         });
     }
-    let data_dir = data_dir.ok_or("create-key needs --data-dir")?;
+    let what = if deposit { "deposit" } else { "create-key" };
+    let data_dir = data_dir.ok_or(format!("{what} needs --data-dir"))?;
     let name = name
         .filter(|n| !n.trim().is_empty())
-        .ok_or("create-key needs --name")?;
+        .ok_or(format!("{what} needs --name"))?;
+    if deposit {
+        return Ok(Command::Deposit {
+            data_dir,
+            name,
+            wallet: wallet.ok_or("deposit needs --wallet")?,
+            amount: amount.ok_or("deposit needs --amount")?,
+        });
+    }
     Ok(Command::CreateKey {
         data_dir,
         name,
         plan,
         strict,
+        subaccount,
+        referred_by,
     })
 }
 
@@ -130,7 +167,39 @@ fn main() -> ExitCode {
             name,
             plan,
             strict,
-        }) => create_key(&data_dir, &name, &plan, strict),
+            subaccount,
+            referred_by,
+        }) => create_key(
+            &data_dir,
+            &name,
+            &plan,
+            strict,
+            subaccount.as_deref(),
+            referred_by.as_deref(),
+        ),
+        Ok(Command::Deposit {
+            data_dir,
+            name,
+            wallet,
+            amount,
+        }) => {
+            let now = (trading_server::system_clock())();
+            let result = trading_server::store::Store::open(&data_dir)
+                .and_then(|store| store.credit_deposit(&name, &wallet, &amount, now));
+            match result {
+                Ok(r) => {
+                    let mut out = serde_json::Map::new();
+                    out.insert("id".into(), r.id.into());
+                    out.extend(r.fields);
+                    println!("{}", serde_json::Value::Object(out));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("trading-api deposit: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Err(e) => {
             eprintln!("trading-api: {e}\n{USAGE}");
             ExitCode::from(2)
@@ -138,10 +207,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn create_key(dir: &std::path::Path, name: &str, plan: &str, strict: bool) -> ExitCode {
+fn create_key(
+    dir: &std::path::Path,
+    name: &str,
+    plan: &str,
+    strict: bool,
+    subaccount: Option<&str>,
+    referred_by: Option<&str>,
+) -> ExitCode {
     let now = (trading_server::system_clock())();
-    let result = trading_server::store::Store::open(dir)
-        .and_then(|store| store.create_key(name, plan, strict, now));
+    let result = trading_server::store::Store::open(dir).and_then(|store| {
+        let k = match subaccount {
+            Some(user) => store.create_subaccount_key(name, user, strict, now)?,
+            None => store.create_key(name, plan, strict, now)?,
+        };
+        if let Some(by) = referred_by {
+            store.set_referrer(name, by)?;
+        }
+        Ok(k)
+    });
     match result {
         Ok(k) => {
             println!("{}", serde_json::json!({"key": k.key, "secret": k.secret}));
@@ -296,10 +380,49 @@ mod tests {
                 data_dir: PathBuf::from("d"),
                 name: "alice".into(),
                 plan: "Free".into(),
-                strict: true
+                strict: true,
+                subaccount: None,
+                referred_by: None,
             }
         );
         assert!(parse(&["create-key", "--name", "alice"]).is_err());
+        assert!(matches!(
+            parse(&["create-key", "--data-dir", "d", "--name", "a", "--subaccount", "kid01", "--referred-by", "b"]),
+            Ok(Command::CreateKey { subaccount: Some(s), referred_by: Some(r), .. }) if s == "kid01" && r == "b"
+        ));
+        assert_eq!(
+            parse(&[
+                "deposit",
+                "--data-dir",
+                "d",
+                "--name",
+                "a",
+                "--wallet",
+                "BTC",
+                "--amount",
+                "1.5"
+            ])
+            .unwrap(),
+            Command::Deposit {
+                data_dir: PathBuf::from("d"),
+                name: "a".into(),
+                wallet: "BTC".into(),
+                amount: "1.5".into(),
+            }
+        );
+        assert!(
+            parse(&[
+                "deposit",
+                "--data-dir",
+                "d",
+                "--name",
+                "a",
+                "--wallet",
+                "BTC"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["deposit", "--data-dir", "d", "--name", "a", "--strict"]).is_err());
         assert!(parse(&["create-key", "--data-dir", "d"]).is_err());
         assert!(parse(&["create-key", "--data-dir", "d", "--name", " "]).is_err());
         assert!(

@@ -276,6 +276,20 @@ pub(crate) fn run(
                 .map_err(db)?;
             Ok(answer(&rec))
         }
+        // A sub-account without permission to use the account's exchange keys sees none.
+        Action::List
+            if spec.kind == "exchange_api_key"
+                && caller
+                    .subaccount
+                    .as_ref()
+                    .is_some_and(|s| !s.allow_api_key_usage) =>
+        {
+            let page = Page::of(ep, valid).unwrap_or(Page {
+                limit: 10,
+                pagenumber: 1,
+            });
+            Ok(json!({"records": [], "page": page.pagenumber, "showing": 0, "total": 0}))
+        }
         Action::List => match Page::of(ep, valid) {
             Some(page) => {
                 let (rows, total) = store
