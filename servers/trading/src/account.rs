@@ -121,9 +121,9 @@ fn invalid_key() -> ApiError {
 }
 
 /// Turns an authenticated key into the caller: resolves the sub-account it signs for
-/// (inactive or deleted sub-accounts' keys are invalid keys, 401/2000), applies the
-/// sub-account permissions, records the session's use and the sub-account's access
-/// history, and reads the account's spacing setting.
+/// (inactive or deleted sub-accounts' keys are invalid keys, 401/2000), records the
+/// session's use and the sub-account's access history, applies the sub-account
+/// permissions, and reads the account's spacing setting.
 pub(crate) fn admit(
     store: &Store,
     record: KeyRecord,
@@ -147,9 +147,6 @@ pub(crate) fn admit(
                 allow_api_key_usage: sub.fields.get("allow_api_key_usage")
                     == Some(&Value::Bool(true)),
             };
-            if let Some(e) = sub_forbidden(path, s.allow_api_key_usage) {
-                return Err(e);
-            }
             Some(s)
         }
     };
@@ -161,8 +158,14 @@ pub(crate) fn admit(
             params![key, ms(now_ms), address],
         )
         .map_err(|e| db(e.into()))?;
+    // Refused attempts are part of the sub-account's history too: the primary account
+    // sees what its sub-accounts tried.
+    let refusal = subaccount
+        .as_ref()
+        .and_then(|s| sub_forbidden(path, s.allow_api_key_usage));
     if let Some(s) = &subaccount {
         let mut entry = Map::new();
+        entry.insert("allowed".into(), json!(refusal.is_none()));
         entry.insert("subaccount_id".into(), json!(s.id));
         entry.insert("username".into(), json!(s.username));
         entry.insert("endpoint".into(), json!(path));
@@ -174,6 +177,9 @@ pub(crate) fn admit(
         store
             .trim_records("subaccount_access", user_id, SUB_HISTORY_KEPT)
             .map_err(db)?;
+    }
+    if let Some(e) = refusal {
+        return Err(e);
     }
     let spacing_ms = settings_of(store, user_id)?
         .get("ratelimit_ms")

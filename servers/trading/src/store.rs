@@ -485,7 +485,7 @@ pub struct User {
 impl Store {
     /// The account with this id.
     pub fn user(&self, id: i64) -> Result<Option<User>, StoreError> {
-        Ok(self
+        let user = self
             .conn()
             .query_row(
                 "SELECT u.id, u.name, u.created_ms, p.id, p.name, p.rate_minute
@@ -505,11 +505,13 @@ impl Store {
                     })
                 },
             )
-            .optional()?
-            .map(|mut u: User| {
-                u.plan.custom = self.custom_settings(u.id).unwrap_or_default();
-                u
-            }))
+            .optional()?;
+        // The connection guard above must be gone before custom_settings locks it again.
+        let Some(mut user) = user else {
+            return Ok(None);
+        };
+        user.plan.custom = self.custom_settings(user.id)?;
+        Ok(Some(user))
     }
 
     /// The plan settings changed for account `user_id` (empty when none were).
