@@ -241,6 +241,31 @@ async fn plans_packages_custom_settings_and_invoices() {
     assert_eq!(acc["subscription"]["status"], "custom");
     assert_eq!(ok(&a.get("subscriptions/invoices").await)["total"], 3);
 
+    // Plan allowances come from the details: Free stores 3 exchange keys, a custom
+    // setting raises that.
+    let f = env.key("fred", "Free");
+    for i in 0..3 {
+        ok(&f
+            .post(
+                "exchange-api-keys/add",
+                &format!("exchange=binance&label=k{i}&token=tttttt&secret=ssssss"),
+            )
+            .await);
+    }
+    let add4 = "exchange=binance&label=k4&token=tttttt&secret=ssssss";
+    refused(&f.post("exchange-api-keys/add", add4).await, "exchange");
+    let req = ok(&f
+        .get("subscriptions/change-setting-request?setting=maximum_stored_keys&value=4")
+        .await);
+    assert_eq!(req["price_month"], "3.00");
+    ok(&f
+        .get(&format!(
+            "subscriptions/change-setting-confirm?id={}",
+            req["id"]
+        ))
+        .await);
+    ok(&f.post("exchange-api-keys/add", add4).await);
+
     let r = a.get("subscriptions/cancel").await;
     assert_eq!((r.status, data(&r)["code"].as_i64()), (403, Some(2750)));
     env.stop().await;
