@@ -181,10 +181,16 @@ pub(crate) fn admit(
     if let Some(e) = refusal {
         return Err(e);
     }
-    let spacing_ms = settings_of(store, user_id)?
-        .get("ratelimit_ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    // A plan without request limits (Unlimited, for load and schema tests) has no spacing
+    // either, whatever the settings say.
+    let spacing_ms = if record.plan.rate_minute == 0 {
+        0
+    } else {
+        settings_of(store, user_id)?
+            .get("ratelimit_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
     Ok(Caller {
         user_id,
         plan: record.plan,
@@ -816,6 +822,17 @@ fn change_package(store: &Store, c: &Caller, id: &str, now: u64) -> Result<Value
             "No such package; see subscriptions/list-packages.",
         ));
     };
+    // Accounts on the test plan keep it: a schema or load test must not lose its limits
+    // by calling this endpoint.
+    if !PACKAGES.iter().any(|(p, _)| *p == c.plan.id) {
+        return Err(refused(
+            "id",
+            format!(
+                "{} is a test plan; its accounts cannot change package.",
+                c.plan.name
+            ),
+        ));
+    }
     if *id == c.plan.id && c.plan.custom.is_empty() {
         return Err(refused("id", format!("The account is already on {name}.")));
     }

@@ -266,6 +266,13 @@ async fn plans_packages_custom_settings_and_invoices() {
         .await);
     ok(&f.post("exchange-api-keys/add", add4).await);
 
+    // The test plan keeps its (absent) limits.
+    let u = env.key("ursula", "Unlimited");
+    refused(&u.get("subscriptions/change-package?id=0").await, "id");
+    ok(&u.get("user/settings?ratelimit_ms=5000").await);
+    assert_eq!(u.get("subscriptions/details").await.status, 200);
+    assert_eq!(u.get("subscriptions/details").await.status, 200);
+
     let r = a.get("subscriptions/cancel").await;
     assert_eq!((r.status, data(&r)["code"].as_i64()), (403, Some(2750)));
     env.stop().await;
