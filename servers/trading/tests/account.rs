@@ -407,6 +407,24 @@ async fn sub_accounts_sign_with_their_own_keys_inside_the_parent_account() {
             .any(|r| r["endpoint"] == "exchange-api-keys/list" && r["username"] == "kidtwo")
     );
 
+    // The primary account grants the permission: it applies from the next call.
+    let kid1 = k1["id"].as_i64().unwrap();
+    let edit = |allow: bool| {
+        format!(
+            "id={kid1}&email=kid@example.com&name=Kid%20One&active=true&allow_api_key_usage={allow}"
+        )
+    };
+    ok(&a.post("subaccounts/subaccount-edit", &edit(true)).await);
+    assert_eq!(
+        ok(&one.post("exchange-api-keys/list", "").await)["total"],
+        1
+    );
+    ok(&a.post("subaccounts/subaccount-edit", &edit(false)).await);
+    assert_eq!(
+        ok(&one.post("exchange-api-keys/list", "").await)["total"],
+        0
+    );
+
     // Deleting the sub-account revokes its keys.
     let id = k1["id"].as_i64().unwrap();
     ok(&a
