@@ -123,13 +123,14 @@ fn invalid_key() -> ApiError {
 /// Turns an authenticated key into the caller: resolves the sub-account it signs for
 /// (inactive or deleted sub-accounts' keys are invalid keys, 401/2000), records the
 /// session's use and the sub-account's access history, applies the sub-account
-/// permissions, and reads the account's spacing setting.
+/// permissions, and works out the spacing: the account's `ratelimit_ms` setting, at least
+/// the plan's `user_settings.ratelimit.ms` when `plan_spacing` is on (`--plan-spacing`).
 pub(crate) fn admit(
     store: &Store,
     record: KeyRecord,
     key: String,
-    path: &str,
-    address: &str,
+    (path, address): (&str, &str),
+    plan_spacing: bool,
     now_ms: u64,
 ) -> Result<Caller, ApiError> {
     let user_id = record.user_id;
@@ -186,10 +187,16 @@ pub(crate) fn admit(
     let spacing_ms = if record.plan.rate_minute == 0 {
         0
     } else {
-        settings_of(store, user_id)?
+        let chosen = settings_of(store, user_id)?
             .get("ratelimit_ms")
             .and_then(Value::as_u64)
-            .unwrap_or(0)
+            .unwrap_or(0);
+        let floor = if plan_spacing {
+            tier(&record.plan.id).ratelimit_ms
+        } else {
+            0
+        };
+        chosen.max(floor)
     };
     Ok(Caller {
         user_id,

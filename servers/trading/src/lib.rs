@@ -116,6 +116,10 @@ pub struct Settings {
     /// Time control for tests: when set, `POST /sandbox/advance?ms=N` moves this clock
     /// (which must then be the one in `clock`) forward.
     pub sandbox: Option<Arc<SandboxClock>>,
+    /// Enforce every plan's `user_settings.ratelimit.ms` spacing (Free: 1 signed call a
+    /// second) on all accounts; when off, only accounts that chose a spacing in
+    /// `user/settings` get one.
+    pub plan_spacing: bool,
 }
 
 impl Default for Settings {
@@ -133,6 +137,7 @@ impl Default for Settings {
             ip_per_minute: 60,
             seed: 1,
             sandbox: None,
+            plan_spacing: false,
         }
     }
 }
@@ -148,6 +153,7 @@ impl std::fmt::Debug for Settings {
             .field("ip_per_minute", &self.ip_per_minute)
             .field("seed", &self.seed)
             .field("sandbox", &self.sandbox.is_some())
+            .field("plan_spacing", &self.plan_spacing)
             .finish_non_exhaustive()
     }
 }
@@ -603,8 +609,9 @@ async fn authenticate(
     // so only genuine requests count as use.
     let store = app.store.clone();
     let (path, address) = (signed.path.to_owned(), address.to_owned());
+    let plan_spacing = app.settings.plan_spacing;
     tokio::task::spawn_blocking(move || {
-        account::admit(&store, record, key, &path, &address, now_ms)
+        account::admit(&store, record, key, (&path, &address), plan_spacing, now_ms)
     })
     .await
     .map_err(|_| ApiError::new(ErrorCode::Database))?

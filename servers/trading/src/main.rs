@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage:
   trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N] [--seed N] [--sandbox-clock]
+              [--plan-spacing]
   trading-api create-key --data-dir DIR --name NAME [--plan PLAN] [--strict]
                          [--subaccount USERNAME] [--referred-by NAME]
   trading-api deposit --data-dir DIR --name NAME --wallet BTC|ETH|USDT --amount DECIMAL
@@ -15,6 +16,9 @@ const USAGE: &str = "usage:
   --ip-per-minute N  requests a minute per address without a valid key (default 60; 0: no limit)
   --seed N         seed of the simulated market (default 1); equal seeds give equal data
   --sandbox-clock  enable POST /sandbox/advance?ms=N, which moves the server clock forward
+  --plan-spacing   enforce each plan's minimum spacing between signed calls on every account
+                   (Free: 1 call per 1000 ms); without it only accounts that set
+                   ratelimit_ms in user/settings are spaced
   --name NAME      account the key belongs to (created on first use)
   --plan PLAN      subscription plan of a new account: Free (default), Pro, Enterprise,
                    Unlimited (no request limits; for local tests)
@@ -36,6 +40,7 @@ enum Command {
         ip_per_minute: u32,
         seed: u64,
         sandbox_clock: bool,
+        plan_spacing: bool,
     },
     CreateKey {
         data_dir: PathBuf,
@@ -72,6 +77,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut ip_per_minute = 60;
     let mut seed = 1;
     let mut sandbox_clock = false;
+    let mut plan_spacing = false;
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
@@ -104,6 +110,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
                     .map_err(|_| format!("--seed {v:?} is not a whole number"))?;
             }
             "--sandbox-clock" if !create && inline.is_none() => sandbox_clock = true,
+            "--plan-spacing" if !create && inline.is_none() => plan_spacing = true,
             "--data-dir" => data_dir = Some(PathBuf::from(value("a directory")?)),
             "--name" if create => name = Some(value("an account name")?),
             "--plan" if create => plan = value("a plan name")?,
@@ -124,6 +131,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             ip_per_minute,
             seed,
             sandbox_clock,
+            plan_spacing,
         });
     }
     let what = if deposit { "deposit" } else { "create-key" };
@@ -161,7 +169,14 @@ fn main() -> ExitCode {
             ip_per_minute,
             seed,
             sandbox_clock,
-        }) => serve(listen, data_dir, ip_per_minute, seed, sandbox_clock),
+            plan_spacing,
+        }) => serve(
+            listen,
+            data_dir,
+            ip_per_minute,
+            seed,
+            (sandbox_clock, plan_spacing),
+        ),
         Ok(Command::CreateKey {
             data_dir,
             name,
@@ -243,7 +258,7 @@ fn serve(
     data_dir: Option<PathBuf>,
     ip_per_minute: u32,
     seed: u64,
-    sandbox_clock: bool,
+    (sandbox_clock, plan_spacing): (bool, bool),
 ) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -292,6 +307,7 @@ fn serve(
             data_dir,
             ip_per_minute,
             seed,
+            plan_spacing,
             ..trading_server::Settings::default()
         };
         if sandbox_clock {
@@ -325,19 +341,22 @@ mod tests {
             ip_per_minute,
             seed,
             sandbox_clock,
+            plan_spacing,
         } = parse(&[]).unwrap()
         else {
             panic!()
         };
         assert_eq!((listen.port(), data_dir, ip_per_minute), (8090, None, 60));
-        assert_eq!((seed, sandbox_clock), (1, false));
+        assert_eq!((seed, sandbox_clock, plan_spacing), (1, false, false));
         let Command::Serve {
             listen,
             data_dir,
             ip_per_minute,
             seed,
             sandbox_clock,
+            plan_spacing,
         } = parse(&[
+            "--plan-spacing",
             "--seed",
             "99",
             "--sandbox-clock",
@@ -352,8 +371,14 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (listen.port(), ip_per_minute, seed, sandbox_clock),
-            (1, 0, 99, true)
+            (
+                listen.port(),
+                ip_per_minute,
+                seed,
+                sandbox_clock,
+                plan_spacing
+            ),
+            (1, 0, 99, true, true)
         );
         assert!(parse(&["--seed", "x"]).is_err());
         assert!(parse(&["--ip-per-minute", "-1"]).is_err());

@@ -30,9 +30,19 @@ impl Env {
     }
 
     async fn with_ip_limit(dir: std::path::PathBuf, clock: Arc<AtomicU64>, ip: u32) -> Env {
+        Env::with(dir, clock, ip, false).await
+    }
+
+    async fn with(
+        dir: std::path::PathBuf,
+        clock: Arc<AtomicU64>,
+        ip: u32,
+        plan_spacing: bool,
+    ) -> Env {
         let c = clock.clone();
         let server = start(Settings {
             clock: Arc::new(move || c.load(Ordering::SeqCst)),
+            plan_spacing,
             ip_per_minute: ip,
             data_dir: Some(dir.clone()),
             ..Settings::default()
@@ -142,6 +152,51 @@ async fn spacing_refuses_close_calls_and_keeps_the_ban_growth() {
     let b = env.key("bob", "Free");
     assert_eq!(b.get("subscriptions/details").await.status, 200);
     assert_eq!(b.get("subscriptions/details").await.status, 200);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn plan_spacing_applies_every_plan_floor() {
+    let dir = temp_dir("account-plan-spacing");
+    Store::open(&dir).unwrap();
+    let env = Env::with(dir, Arc::new(AtomicU64::new(NOW)), 0, true).await;
+    let f = env.key("fred", "Free");
+    let p = env.key("paula", "Pro");
+    let u = env.key("ursula", "Unlimited");
+    assert_eq!(f.get("subscriptions/details").await.status, 200);
+    let r = f.get("subscriptions/details").await;
+    assert_eq!(r.status, 429);
+    assert_eq!(
+        data(&r)["error"],
+        format!(
+            "Ratelimit. Next access allowable at {}. Limit set to 1 request per 1000ms",
+            NOW + 1000
+        )
+    );
+    assert_eq!(p.get("subscriptions/details").await.status, 200);
+    env.advance(250);
+    assert_eq!(p.get("subscriptions/details").await.status, 200);
+    env.advance(100);
+    let r = p.get("subscriptions/details").await;
+    assert_eq!(r.status, 429);
+    assert!(
+        data(&r)["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("1 request per 250ms")
+    );
+    for _ in 0..5 {
+        assert_eq!(u.get("subscriptions/details").await.status, 200);
+    }
+    // Choosing 0 does not undo the plan's floor; a longer spacing is kept.
+    env.advance(300_000);
+    ok(&p.get("user/settings?ratelimit_ms=0").await);
+    env.advance(200);
+    assert_eq!(p.get("subscriptions/details").await.status, 429);
+    env.advance(300_000);
+    ok(&f.get("user/settings?ratelimit_ms=3000").await);
+    env.advance(2000);
+    assert_eq!(f.get("subscriptions/details").await.status, 429);
     env.stop().await;
 }
 

@@ -230,6 +230,20 @@ def main():
             check(off.get("status") == "disabled", "shared server disabled after restart")
         finally:
             stop(proc)
+
+        # --plan-spacing: every account gets its plan's spacing (Free: 1 call per 1000 ms).
+        proc, base = start(binary, data_dir, "--sandbox-clock", "--seed", "7", "--plan-spacing")
+        try:
+            paula = Client(base, pro_k["key"], pro_k["secret"])
+            ok(paula, "GET", "subscriptions/details")
+            status, body = paula.call("GET", "subscriptions/details")
+            err = (body.get("data") or {}).get("error", "")
+            check(status == 429 and err.endswith("Limit set to 1 request per 250ms"),
+                  f"--plan-spacing spaces Pro calls by 250 ms: {status} {err}")
+            advance(base, 1000)
+            ok(paula, "GET", "subscriptions/details", what="a spaced call is served")
+        finally:
+            stop(proc)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     finish("bb_account")
