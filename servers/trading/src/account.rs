@@ -182,6 +182,14 @@ pub(crate) fn admit(
     if let Some(e) = refusal {
         return Err(e);
     }
+    // A primary account that moved to a plan without sub-account API access takes it
+    // from the keys its sub-accounts already have.
+    if subaccount.is_some() && !subaccount_api_access(&record.plan.id) {
+        return Err(forbidden(format!(
+            "The {} plan does not include API access for sub-accounts.",
+            record.plan.name
+        )));
+    }
     // A plan without request limits (Unlimited, for load and schema tests) has no spacing
     // either, whatever the settings say.
     let spacing_ms = if record.plan.rate_minute == 0 {
@@ -328,6 +336,12 @@ fn tier(plan_id: &str) -> Tier {
     }
 }
 
+/// Whether sub-accounts of an account on `plan_id` may have API keys (the plan's
+/// `subaccounts.api_access`; false on the documented Free plan).
+pub(crate) fn subaccount_api_access(plan_id: &str) -> bool {
+    tier(plan_id).pro
+}
+
 /// Settings `change-setting-request` can change, where they live in the details, and the
 /// monthly price of one unit above the plan's value.
 const CUSTOM: &[(&str, &str, u32)] = &[
@@ -350,6 +364,12 @@ pub(crate) fn plan_details(plan: &crate::store::Plan) -> Value {
         REGIONS.to_vec()
     } else {
         Vec::new()
+    };
+    // The documented Free plan shares Singapore only; the larger plans every region.
+    let shared: Vec<&str> = if t.pro {
+        REGIONS.to_vec()
+    } else {
+        vec!["Singapore"]
     };
     let mut v = json!({
         "subscription": {"pro_version": t.pro, "enabled": true, "name": plan.name, "price": t.price},
@@ -375,15 +395,15 @@ pub(crate) fn plan_details(plan: &crate::store::Plan) -> Value {
                 "speed_testing": t.pro, "shared_resource": true, "private_resource": t.private_servers,
                 "locations": {
                     "private": {"active": private, "inactive": []},
-                    "shared": {"active": REGIONS, "inactive": []},
+                    "shared": {"active": shared, "inactive": []},
                 },
             },
         },
         "subaccounts": {
             "enabled": true, "maximum_accounts": t.subaccounts, "qty_parent": {"maximum": 0},
             "qty_child": {"minimum": 0}, "exchanges": [], "see_all_strategies": false,
-            "export": false, "exchange_api_keys": {"share_master": true, "add_own": false},
-            "api_access": true, "force_twofactor": false,
+            "export": false, "exchange_api_keys": {"share_master": t.pro, "add_own": false},
+            "api_access": t.pro, "force_twofactor": false,
         },
         "exchange_api_keys": {"enabled": true, "maximum_stored": t.stored_keys},
     });
@@ -1048,6 +1068,18 @@ fn enable_server(
             "No such server package; see subscriptions/server-types.",
         ));
     };
+    let offered = plan_details(&c.plan)["strategies"]["servers"]["locations"][kind]["active"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|r| r == *region));
+    if kind == "shared" && !offered {
+        return Err(refused(
+            "region",
+            format!(
+                "The {} plan offers shared servers in Singapore only.",
+                c.plan.name
+            ),
+        ));
+    }
     if kind == "private" && !tier(&c.plan.id).private_servers {
         return Err(refused(
             "server_package",

@@ -41,6 +41,12 @@ pub enum StoreError {
         /// The requested sub-account username.
         username: String,
     },
+    /// `create-key --subaccount` for an account whose plan has no sub-account API access.
+    #[error("the {plan} plan does not include API access for sub-accounts")]
+    NoSubaccountAccess {
+        /// The account's plan.
+        plan: String,
+    },
     /// A secret could not be decrypted (wrong master key or damaged row).
     #[error(
         "a stored secret could not be decrypted; is master.key the one the data was written with?"
@@ -319,10 +325,18 @@ impl Store {
         now_ms: u64,
     ) -> Result<NewKey, StoreError> {
         let conn = self.conn();
-        let user_id: i64 = conn
-            .query_row("SELECT id FROM users WHERE name = ?1", [name], |r| r.get(0))
+        let (user_id, plan_id, plan): (i64, String, String) = conn
+            .query_row(
+                "SELECT u.id, p.id, p.name FROM users u JOIN plans p ON p.id = u.plan_id
+                 WHERE u.name = ?1",
+                [name],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
             .optional()?
             .ok_or_else(|| StoreError::NoSuchAccount(name.to_owned()))?;
+        if !crate::account::subaccount_api_access(&plan_id) {
+            return Err(StoreError::NoSubaccountAccess { plan });
+        }
         let mut stmt = conn
             .prepare("SELECT id, fields FROM records WHERE user_id = ?1 AND kind = 'subaccount'")?;
         let rows = stmt

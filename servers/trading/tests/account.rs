@@ -336,7 +336,21 @@ async fn plans_packages_custom_settings_and_invoices() {
 #[tokio::test]
 async fn sub_accounts_sign_with_their_own_keys_inside_the_parent_account() {
     let env = Env::new("subaccounts").await;
-    let a = env.key("alice", "Free");
+    let a = env.key("alice", "Pro");
+    // The documented Free plan has no API access for sub-accounts.
+    let f = env.key("fred", "Free");
+    ok(&f
+        .post(
+            "subaccounts/subaccount-create",
+            "name=Kid%20Free&email=kid@example.com&username=kidfree&password=longpassword&active=true&allow_api_key_usage=true",
+        )
+        .await);
+    assert!(
+        Store::open(&env.dir)
+            .unwrap()
+            .create_subaccount_key("fred", "kidfree", false, NOW)
+            .is_err()
+    );
     let mk = |user: &str, allow: bool, active: bool| {
         format!(
             "name=Kid%20One&email=kid@example.com&username={user}&password=longpassword&active={active}&allow_api_key_usage={allow}"
@@ -480,6 +494,13 @@ async fn sub_accounts_sign_with_their_own_keys_inside_the_parent_account() {
         0
     );
 
+    // Moving the parent to Free takes API access from its sub-accounts' keys.
+    ok(&a.get("subscriptions/change-package?id=0").await);
+    let r = one.get("subscriptions/details").await;
+    assert_eq!((r.status, data(&r)["code"].as_i64()), (403, Some(1820)));
+    ok(&a.get("subscriptions/change-package?id=1").await);
+    ok(&one.get("subscriptions/details").await);
+
     // Deleting the sub-account revokes its keys.
     let id = k1["id"].as_i64().unwrap();
     ok(&a
@@ -599,6 +620,11 @@ async fn servers_speed_tests_and_drive_time() {
     );
     refused(
         &a.post("subscriptions/enable-shared-server", "region=Mars")
+            .await,
+        "region",
+    );
+    refused(
+        &a.post("subscriptions/enable-shared-server", "region=Tokyo")
             .await,
         "region",
     );
@@ -780,7 +806,7 @@ async fn wallets_deposits_withdrawals_and_restart() {
     );
     ok(&a.get("user/settings?timezone=Asia/Tokyo").await);
     ok(&a
-        .post("subscriptions/enable-shared-server", "region=Tokyo")
+        .post("subscriptions/enable-shared-server", "region=Singapore")
         .await);
     ok(&a.get("subscriptions/change-package?id=1").await);
 
