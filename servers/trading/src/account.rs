@@ -305,10 +305,10 @@ fn tier(plan_id: &str) -> Tier {
             subaccounts: 20,
             stored_keys: 20,
         },
-        "2" | "100" => Tier {
-            price: if plan_id == "2" { 249 } else { 0 },
+        "2" => Tier {
+            price: 249,
             pro: true,
-            ratelimit_ms: if plan_id == "2" { 100 } else { 0 },
+            ratelimit_ms: 100,
             strategies: 500,
             templates: 100,
             concurrent_keys: 50,
@@ -319,10 +319,12 @@ fn tier(plan_id: &str) -> Tier {
             subaccounts: 100,
             stored_keys: 100,
         },
+        // Free as documented; Unlimited (100) is Free without request limits, so tests of
+        // plan rules see the documented limits while sending as many calls as they like.
         _ => Tier {
             price: 0,
             pro: false,
-            ratelimit_ms: 1000,
+            ratelimit_ms: if plan_id == "100" { 0 } else { 1000 },
             strategies: 10,
             templates: 3,
             concurrent_keys: 2,
@@ -356,7 +358,7 @@ const CUSTOM: &[(&str, &str, u32)] = &[
 ];
 
 /// `subscriptions/details` for a plan: the documented Free plan, Pro, Enterprise and the
-/// test plan Unlimited (Enterprise limits without spacing), with the account's custom
+/// test plan Unlimited (Free's limits without request limits), with the account's custom
 /// settings applied.
 pub(crate) fn plan_details(plan: &crate::store::Plan) -> Value {
     let t = tier(&plan.id);
