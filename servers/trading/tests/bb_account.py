@@ -181,6 +181,22 @@ def main():
             refused(kid, "GET", "subscriptions/list-packages", None, 403, 1820, "sub-account cannot manage the plan")
             ah = ok(paula, "GET", "subaccounts/subaccount-access-history")
             check(ah.get("total", 0) >= 2 and ah["records"][0]["username"] == "kidone", f"sub access history {ah}")
+            sl = ok(paula, "GET", "subaccounts/subaccount-list")
+            check(any(r.get("username") == "kidone" for r in (sl if isinstance(sl, list) else sl.get("records", []))),
+                  f"subaccount-list {sl}")
+            ed = ok(paula, "POST", "subaccounts/subaccount-edit", {
+                "id": str(sub.get("id")), "email": "kid@example.com", "name": "Kid Renamed",
+                "active": "true", "allow_api_key_usage": "true"})
+            check(ed.get("name") == "Kid Renamed", f"subaccount-edit {ed}")
+            kl = ok(kid, "POST", "exchange-api-keys/list", what="sub-account key list with permission")
+            check(kl.get("total") == 1, f"permission granted: the parent's keys are listed: {kl}")
+            extra = ok(paula, "POST", "subaccounts/broadcast-create", {"title": "Second", "body": "To be deleted"})
+            ok(paula, "POST", "subaccounts/broadcast-delete", {"id": str(extra.get("id"))})
+            bl = ok(kid, "POST", "subaccounts/broadcast-list", what="broadcasts after a delete")
+            check([b["title"] for b in bl.get("records", [])] == ["Changed"], f"broadcast deleted {bl}")
+            hist = ok(paula, "POST", "user/access-history", {"limit": "3"})
+            check(hist.get("showing") == 3 and hist["records"][0]["endpoint"] in (
+                "subaccounts/broadcast-list", "user/access-history"), f"access history {hist}")
             ses = ok(paula, "POST", "user/active-sessions", {"request": "list"})
             check(any(s.get("subaccount_id") == sub.get("id") for s in ses.get("sessions", [])),
                   f"sub-account session listed {ses}")
