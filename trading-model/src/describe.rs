@@ -222,6 +222,10 @@ fn operation(ep: &Endpoint, method: Method) -> Value {
     }
     if ep.auth_required {
         add("401", "Key or token missing or wrong (codes 2000-2100).");
+        add(
+            "403",
+            "Not permitted: a sub-account key on a primary-only endpoint (code 1820), or an action only the website performs (code 2750).",
+        );
     }
     if ep.path == "user/close-account" {
         add("403", "Accounts are closed on the website (code 2750).");

@@ -156,9 +156,66 @@ pub fn limit_error(v: Verdict, subject: Subject, per_minute: u32, now_ms: u64) -
     }
 }
 
+/// Endpoints that cost more than one request of the minute allowance, and how many.
+/// They read or compute much more than a page of records (order-book history, indicator
+/// series, spread candles, export files); everything else weighs 1. Applies to keys and
+/// to addresses alike.
+pub const WEIGHTS: &[(&str, u32)] = &[
+    ("backtesting/orderbook-data", 5),
+    ("backtesting/technical-indicators", 5),
+    ("export/request", 5),
+    ("public/fetch-spread-data", 2),
+];
+
+/// How many requests of the minute allowance a call to `path` uses.
+///
+/// ```
+/// use trading_model::limits::weight;
+/// assert_eq!(weight("export/request"), 5);
+/// assert_eq!(weight("system/timestamp"), 1);
+/// ```
+pub fn weight(path: &str) -> u32 {
+    WEIGHTS
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map_or(1, |(_, w)| *w)
+}
+
+/// Whether a signed call at `now_ms` keeps the account's minimum spacing after its last
+/// admitted call at `last_ms`: `None` if it does, else the time the next call is allowed.
+pub fn spacing(last_ms: Option<u64>, spacing_ms: u64, now_ms: u64) -> Option<u64> {
+    let next = last_ms?.saturating_add(spacing_ms);
+    (spacing_ms > 0 && now_ms < next).then_some(next)
+}
+
+/// The 429 answer for a call that came before `next_ms` under a spacing of `spacing_ms`,
+/// in the original's words.
+pub fn spacing_error(next_ms: u64, spacing_ms: u64) -> ApiError {
+    ApiError::new(ErrorCode::RateLimitedAccount).with_message(format!(
+        "Ratelimit. Next access allowable at {next_ms}. Limit set to 1 request per {spacing_ms}ms"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spacing_and_weights() {
+        assert_eq!(spacing(None, 1000, 5), None, "the first call is free");
+        assert_eq!(spacing(Some(1_000), 1000, 1_999), Some(2_000));
+        assert_eq!(spacing(Some(1_000), 1000, 2_000), None);
+        assert_eq!(spacing(Some(1_000), 0, 1_000), None, "0 means no spacing");
+        let e = spacing_error(2_000, 1000);
+        assert_eq!((e.code.code(), e.status), (1507, 429));
+        assert_eq!(
+            e.message,
+            "Ratelimit. Next access allowable at 2000. Limit set to 1 request per 1000ms"
+        );
+        assert_eq!(weight("backtesting/orderbook-data"), 5);
+        assert_eq!(weight("public/fetch-spread-data"), 2);
+        assert!(WEIGHTS.iter().all(|(_, w)| *w > 1));
+    }
 
     #[test]
     fn bans_double_up_to_the_cap_and_are_forgotten() {

@@ -20,11 +20,9 @@ pub(crate) const DEFAULT_EXCHANGES: [(&str, &str); 8] = [
 const ACCESS_HISTORY_KEPT: u32 = 1000;
 
 /// Endpoints answered here (the account resources are in `resources`).
-const STATELESS: [&str; 13] = [
+const STATELESS: [&str; 11] = [
     "user/access-history",
     "user/account-details",
-    "subaccounts/subaccount-access-history",
-    "user/settings",
     "system/timestamp",
     "system/endpoints",
     "system/ep",
@@ -152,9 +150,7 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
                 "total": total,
             })
         }
-        // Sub-accounts have no keys of their own yet, so none has signed in.
-        "subaccounts/subaccount-access-history" => json!([]),
-        "user/account-details" | "user/settings" => {
+        "user/account-details" => {
             let c = env
                 .caller
                 .as_ref()
@@ -164,16 +160,17 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
                 .user(c.user_id)
                 .map_err(crate::resources::db)?
                 .ok_or_else(|| ApiError::new(ErrorCode::EmptyData))?;
-            if ep.path == "user/settings" {
-                json!({"ratelimit": {"minute": u.plan.rate_minute}, "timezone": "UTC"})
-            } else {
-                json!({
-                    "id": u.id,
-                    "name": u.name,
-                    "subscription": {"id": u.plan.id, "name": u.plan.name},
-                    "time_created": u.created_ms / 1000,
-                })
-            }
+            json!({
+                "id": u.id,
+                "name": u.name,
+                "subscription": {
+                    "id": u.plan.id,
+                    "name": u.plan.name,
+                    "status": if u.plan.custom.is_empty() { "active" } else { "custom" },
+                },
+                "subaccount": c.subaccount.as_ref().map(|s| json!({"id": s.id, "username": s.username})),
+                "time_created": u.created_ms / 1000,
+            })
         }
         "user/close-account" => return Err(ApiError::new(ErrorCode::CloseAccountOnWebsite)),
         _ => {
@@ -188,40 +185,7 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, Api
     })
 }
 
-/// `subscriptions/details` for a plan. Every plan currently gets the limits of the
-/// documented free plan; only name, id and request rate come from the store.
+/// `subscriptions/details` for a plan (the plans and their limits are in `account`).
 pub(crate) fn plan_details(plan: &crate::store::Plan) -> Value {
-    json!({
-        "subscription": {"pro_version": false, "enabled": true, "name": plan.name, "price": 0},
-        "user_settings": {
-            "enabled": true, "twofactor": false, "private_hosting": false,
-            "private_hive": false, "api_access": true, "ratelimit": {"ms": 1000},
-        },
-        "strategies": {
-            "enabled": true, "commissions": 0.002, "orderbook_refresh": 500,
-            "liquidity_check_maximum": 100, "algos_excluded": [],
-            "maximum": {"strategies": 10, "templates": 3, "concurrent_exchange_api_key": 2, "duration": 21600},
-            "ratelimit": {"orders_per_second": 1},
-            "spread": {"maximum": 30, "minimum": -30},
-            "price_offset": {"maximum": 10, "minimum": -10},
-            "qty_parent": {"maximum": 0.01, "minimum": 0},
-            "qty_child": {"maximum": 0.01, "minimum": 0},
-            "sleep_interval": {"maximum": 30, "minimum": 2},
-            "export": {"transactions_rows": 10000, "maximum_storage_time": 86400},
-            "servers": {
-                "speed_testing": false, "shared_resource": true, "private_resource": false,
-                "locations": {
-                    "private": {"active": [], "inactive": []},
-                    "shared": {"active": ["Singapore"], "inactive": []},
-                },
-            },
-        },
-        "subaccounts": {
-            "enabled": true, "maximum_accounts": 5, "qty_parent": {"maximum": 0},
-            "qty_child": {"minimum": 0}, "exchanges": [], "see_all_strategies": false,
-            "export": false, "exchange_api_keys": {"share_master": false, "add_own": false},
-            "api_access": false, "force_twofactor": false,
-        },
-        "exchange_api_keys": {"enabled": true, "maximum_stored": 3},
-    })
+    crate::account::plan_details(plan)
 }

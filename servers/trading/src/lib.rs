@@ -116,6 +116,10 @@ pub struct Settings {
     /// Time control for tests: when set, `POST /sandbox/advance?ms=N` moves this clock
     /// (which must then be the one in `clock`) forward.
     pub sandbox: Option<Arc<SandboxClock>>,
+    /// Enforce every plan's `user_settings.ratelimit.ms` spacing (Free: 1 signed call a
+    /// second) on all accounts; when off, only accounts that chose a spacing in
+    /// `user/settings` get one.
+    pub plan_spacing: bool,
 }
 
 impl Default for Settings {
@@ -133,6 +137,7 @@ impl Default for Settings {
             ip_per_minute: 60,
             seed: 1,
             sandbox: None,
+            plan_spacing: false,
         }
     }
 }
@@ -148,6 +153,7 @@ impl std::fmt::Debug for Settings {
             .field("ip_per_minute", &self.ip_per_minute)
             .field("seed", &self.seed)
             .field("sandbox", &self.sandbox.is_some())
+            .field("plan_spacing", &self.plan_spacing)
             .finish_non_exhaustive()
     }
 }
@@ -414,7 +420,7 @@ async fn respond(
             query: &query,
             body: &body,
         };
-        authenticate(app, key.clone(), authorization, &signed, now)
+        authenticate(app, key.clone(), authorization, &signed, &address, now)
             .await
             .map(Some)
     } else {
@@ -422,15 +428,22 @@ async fn respond(
     };
     // Authenticated calls count against their key and plan; everything else against the
     // address, so failing authentication does not escape the limits.
+    let weight = trading_model::limits::weight(&ep.path);
     let limit = match (&caller, &key) {
         (Ok(Some(c)), Some(k)) => {
             app.limits
-                .check(k, Subject::Key, c.plan.rate_minute, now)
+                .check_key(k, c.plan.rate_minute, c.spacing_ms, weight, now)
                 .await
         }
         _ => {
             app.limits
-                .check(&address, Subject::Address, app.settings.ip_per_minute, now)
+                .check(
+                    &address,
+                    Subject::Address,
+                    app.settings.ip_per_minute,
+                    weight,
+                    now,
+                )
                 .await
         }
     };
@@ -530,11 +543,18 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The authenticated caller.
+/// The authenticated caller. `user_id` is the account whose data is used: for a
+/// sub-account's key, its primary account (sub-accounts act inside it).
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
     pub user_id: i64,
     pub plan: store::Plan,
+    /// The key that signed the request (its session).
+    pub key: String,
+    /// Set when a sub-account's key signed the request.
+    pub subaccount: Option<account::SubCaller>,
+    /// Minimum spacing between this account's signed calls (0: none); see `account`.
+    pub spacing_ms: u64,
 }
 
 fn store_error(e: &store::StoreError) -> ApiError {
@@ -550,6 +570,7 @@ async fn authenticate(
     key: Option<String>,
     authorization: Option<String>,
     signed: &Signed<'_>,
+    address: &str,
     now_ms: u64,
 ) -> Result<Caller, ApiError> {
     let key = key.ok_or_else(|| AuthError::MissingKey.to_api_error())?;
@@ -563,6 +584,10 @@ async fn authenticate(
         .map_err(|_| ApiError::new(ErrorCode::Database))?
         .map_err(|e| store_error(&e))?
         .ok_or_else(|| AuthError::InvalidKey.to_api_error())?;
+    // A revoked session signs nothing, whatever the signature says.
+    if record.revoked {
+        return Err(AuthError::InvalidKey.to_api_error());
+    }
     token.verify(&record.secret).map_err(|e| e.to_api_error())?;
     let nonce = token.nonce().map_err(|e| e.to_api_error())?;
     check_nonce(nonce, None, now_ms).map_err(|e| e.to_api_error())?;
@@ -572,17 +597,24 @@ async fn authenticate(
             .map_err(|e| e.to_api_error())?;
     }
     let store = app.store.clone();
-    let advanced = tokio::task::spawn_blocking(move || store.advance_nonce(&key, nonce))
+    let k = key.clone();
+    let advanced = tokio::task::spawn_blocking(move || store.advance_nonce(&k, nonce))
         .await
         .map_err(|_| ApiError::new(ErrorCode::Database))?
         .map_err(|e| store_error(&e))?;
     if !advanced {
         return Err(AuthError::NonceTooSmall.to_api_error());
     }
-    Ok(Caller {
-        user_id: record.user_id,
-        plan: record.plan,
+    // Who the key speaks for, what it may do, and its session's last use: after the nonce,
+    // so only genuine requests count as use.
+    let store = app.store.clone();
+    let (path, address) = (signed.path.to_owned(), address.to_owned());
+    let plan_spacing = app.settings.plan_spacing;
+    tokio::task::spawn_blocking(move || {
+        account::admit(&store, record, key, (&path, &address), plan_spacing, now_ms)
     })
+    .await
+    .map_err(|_| ApiError::new(ErrorCode::Database))?
 }
 
 async fn read_body(body: Incoming, settings: &Settings) -> Result<Bytes, ApiError> {

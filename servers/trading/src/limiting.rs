@@ -1,6 +1,12 @@
 //! Request limits: `ratelimit-core` (our own limiter, embedded in-process) counts requests
 //! per key and per address in one-minute windows; `trading_model::limits` turns "over the
 //! limit" into 429 and, for callers that keep going, 418 with a doubling ban.
+//!
+//! Calls weigh what `trading_model::limits::weight` says (heavy endpoints use several
+//! requests of the allowance, passed to the limiter as `hits_addend`). Signed calls of an
+//! account that set a minimum spacing (`ratelimit_ms` in `user/settings`) are also refused
+//! when they come closer than that after the key's previous admitted call. Everything here
+//! is in memory: a restart forgets windows, spacing and bans.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,7 +15,9 @@ use http::{HeaderName, HeaderValue};
 use ratelimit_backends::MemoryStore;
 use ratelimit_core::{Code, Descriptor, Limiter, Unit};
 use trading_model::ApiError;
-use trading_model::limits::{BanPolicy, Offender, Subject, Verdict, limit_error};
+use trading_model::limits::{
+    BanPolicy, Offender, Subject, Verdict, limit_error, spacing, spacing_error,
+};
 
 use crate::Clock;
 
@@ -40,6 +48,8 @@ pub(crate) struct Limits {
     limiter: Limiter<MemoryStore, SecondsClock>,
     policy: BanPolicy,
     offenders: Mutex<HashMap<String, Offender>>,
+    /// Time of each key's last admitted signed call, for the spacing rule.
+    last_call: Mutex<HashMap<String, u64>>,
 }
 
 /// What the limiter decided: an error answer (429/418) or nothing, plus headers for the
@@ -66,15 +76,77 @@ impl Limits {
             limiter,
             policy: BanPolicy::default(),
             offenders: Mutex::new(HashMap::new()),
+            last_call: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Counts one request of `identity`. `per_minute == 0` means unlimited.
+    /// Checks a signed call of `key`: its ban, then the spacing (`spacing_ms`, 0 for none),
+    /// then the minute window, where the call counts `weight` requests.
+    pub(crate) async fn check_key(
+        &self,
+        key: &str,
+        per_minute: u32,
+        spacing_ms: u64,
+        weight: u32,
+        now_ms: u64,
+    ) -> Outcome {
+        if spacing_ms > 0 {
+            let id = format!("k:{key}");
+            let banned = {
+                let map = self.offenders.lock().unwrap_or_else(|p| p.into_inner());
+                map.get(&id).and_then(|o| self.policy.banned(o, now_ms))
+            };
+            let early = {
+                let last = self.last_call.lock().unwrap_or_else(|p| p.into_inner());
+                spacing(last.get(key).copied(), spacing_ms, now_ms)
+            };
+            if let (None, Some(next)) = (banned, early) {
+                let wait = next.saturating_sub(now_ms).div_ceil(1000).max(1);
+                let verdict = {
+                    let mut map = self.offenders.lock().unwrap_or_else(|p| p.into_inner());
+                    let o = map.entry(id).or_default();
+                    self.policy.judge(o, true, wait, now_ms)
+                };
+                let mut out = Outcome {
+                    error: None,
+                    headers: Vec::new(),
+                };
+                let secs = match verdict {
+                    Verdict::Wait { retry_after_secs } => {
+                        out.error = Some(spacing_error(next, spacing_ms));
+                        retry_after_secs
+                    }
+                    Verdict::Banned { secs } => {
+                        out.error = limit_error(verdict, Subject::Key, per_minute, now_ms);
+                        secs
+                    }
+                    Verdict::Allow => 0,
+                };
+                out.headers.extend(header("retry-after", secs.to_string()));
+                return out;
+            }
+        }
+        let out = self
+            .check(key, Subject::Key, per_minute, weight, now_ms)
+            .await;
+        if out.error.is_none() && spacing_ms > 0 {
+            let mut last = self.last_call.lock().unwrap_or_else(|p| p.into_inner());
+            if last.len() >= PRUNE_AT {
+                last.retain(|_, t| now_ms.saturating_sub(*t) < 60_000);
+            }
+            last.insert(key.to_owned(), now_ms);
+        }
+        out
+    }
+
+    /// Counts one request of `identity`, weighing `weight`. `per_minute == 0` means
+    /// unlimited.
     pub(crate) async fn check(
         &self,
         identity: &str,
         subject: Subject,
         per_minute: u32,
+        weight: u32,
         now_ms: u64,
     ) -> Outcome {
         let mut out = Outcome {
@@ -96,8 +168,9 @@ impl Limits {
         let verdict = match banned {
             Some(v) => v,
             None => {
-                let descriptor =
-                    Descriptor::new([(key_name, identity)]).with_limit(per_minute, Unit::Minute);
+                let descriptor = Descriptor::new([(key_name, identity)])
+                    .with_limit(per_minute, Unit::Minute)
+                    .with_hits(u64::from(weight.max(1)));
                 let req = ratelimit_core::Request::new(DOMAIN, vec![descriptor]);
                 // The in-memory store cannot fail; if it ever did, serving beats refusing.
                 let Ok(resp) = self.limiter.should_rate_limit(&req).await else {

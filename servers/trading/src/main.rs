@@ -6,15 +6,26 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage:
   trading-api [--listen ADDR] [--data-dir DIR] [--ip-per-minute N] [--seed N] [--sandbox-clock]
+              [--plan-spacing]
   trading-api create-key --data-dir DIR --name NAME [--plan PLAN] [--strict]
+                         [--subaccount USERNAME] [--referred-by NAME]
+  trading-api deposit --data-dir DIR --name NAME --wallet BTC|ETH|USDT --amount DECIMAL
 
   --listen ADDR    address to serve on (default 0.0.0.0:8090)
   --data-dir DIR   where keys and account data are kept (default: in memory, lost at exit)
   --ip-per-minute N  requests a minute per address without a valid key (default 60; 0: no limit)
   --seed N         seed of the simulated market (default 1); equal seeds give equal data
   --sandbox-clock  enable POST /sandbox/advance?ms=N, which moves the server clock forward
+  --plan-spacing   enforce each plan's minimum spacing between signed calls on every account
+                   (Free: 1 call per 1000 ms); without it only accounts that set
+                   ratelimit_ms in user/settings are spaced
   --name NAME      account the key belongs to (created on first use)
-  --plan PLAN      subscription plan of a new account (default Free)
+  --plan PLAN      subscription plan of a new account: Free (default), Pro, Enterprise,
+                   Unlimited (no request limits; for local tests)
+  --subaccount USERNAME  the key signs for that sub-account of NAME (created with
+                   subaccounts/subaccount-create, active)
+  --referred-by NAME  records that the account was referred by account NAME
+  --wallet, --amount  deposit credits AMOUNT to the account's executium-side wallet
   --strict         the key only accepts tokens that also sign method, path, query and body
   -h, --help       show this text
 
@@ -29,21 +40,35 @@ enum Command {
         ip_per_minute: u32,
         seed: u64,
         sandbox_clock: bool,
+        plan_spacing: bool,
     },
     CreateKey {
         data_dir: PathBuf,
         name: String,
         plan: String,
         strict: bool,
+        subaccount: Option<String>,
+        referred_by: Option<String>,
+    },
+    Deposit {
+        data_dir: PathBuf,
+        name: String,
+        wallet: String,
+        amount: String,
     },
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut args = args.peekable();
-    let create = args.peek().is_some_and(|a| a == "create-key");
+    let deposit = args.peek().is_some_and(|a| a == "deposit");
+    let create = deposit || args.peek().is_some_and(|a| a == "create-key");
     if create {
         args.next();
     }
+    let mut subaccount = None;
+    let mut referred_by = None;
+    let mut wallet = None;
+    let mut amount = None;
     let mut listen: SocketAddr = ([0, 0, 0, 0], 8090).into();
     let mut data_dir = None;
     let mut name = None;
@@ -52,6 +77,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut ip_per_minute = 60;
     let mut seed = 1;
     let mut sandbox_clock = false;
+    let mut plan_spacing = false;
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
@@ -84,10 +110,17 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
                     .map_err(|_| format!("--seed {v:?} is not a whole number"))?;
             }
             "--sandbox-clock" if !create && inline.is_none() => sandbox_clock = true,
+            "--plan-spacing" if !create && inline.is_none() => plan_spacing = true,
             "--data-dir" => data_dir = Some(PathBuf::from(value("a directory")?)),
             "--name" if create => name = Some(value("an account name")?),
             "--plan" if create => plan = value("a plan name")?,
-            "--strict" if create && inline.is_none() => strict = true,
+            "--strict" if create && !deposit && inline.is_none() => strict = true,
+            "--subaccount" if create && !deposit => subaccount = Some(value("a username")?),
+            "--referred-by" if create && !deposit => {
+                referred_by = Some(value("an account name")?);
+            }
+            "--wallet" if deposit => wallet = Some(value("BTC, ETH or USDT")?),
+            "--amount" if deposit => amount = Some(value("a decimal amount")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -98,17 +131,29 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             ip_per_minute,
             seed,
             sandbox_clock,
+            plan_spacing,
         });
     }
-    let data_dir = data_dir.ok_or("create-key needs --data-dir")?;
+    let what = if deposit { "deposit" } else { "create-key" };
+    let data_dir = data_dir.ok_or(format!("{what} needs --data-dir"))?;
     let name = name
         .filter(|n| !n.trim().is_empty())
-        .ok_or("create-key needs --name")?;
+        .ok_or(format!("{what} needs --name"))?;
+    if deposit {
+        return Ok(Command::Deposit {
+            data_dir,
+            name,
+            wallet: wallet.ok_or("deposit needs --wallet")?,
+            amount: amount.ok_or("deposit needs --amount")?,
+        });
+    }
     Ok(Command::CreateKey {
         data_dir,
         name,
         plan,
         strict,
+        subaccount,
+        referred_by,
     })
 }
 
@@ -124,13 +169,52 @@ fn main() -> ExitCode {
             ip_per_minute,
             seed,
             sandbox_clock,
-        }) => serve(listen, data_dir, ip_per_minute, seed, sandbox_clock),
+            plan_spacing,
+        }) => serve(
+            listen,
+            data_dir,
+            ip_per_minute,
+            seed,
+            (sandbox_clock, plan_spacing),
+        ),
         Ok(Command::CreateKey {
             data_dir,
             name,
             plan,
             strict,
-        }) => create_key(&data_dir, &name, &plan, strict),
+            subaccount,
+            referred_by,
+        }) => create_key(
+            &data_dir,
+            &name,
+            &plan,
+            strict,
+            subaccount.as_deref(),
+            referred_by.as_deref(),
+        ),
+        Ok(Command::Deposit {
+            data_dir,
+            name,
+            wallet,
+            amount,
+        }) => {
+            let now = (trading_server::system_clock())();
+            let result = trading_server::store::Store::open(&data_dir)
+                .and_then(|store| store.credit_deposit(&name, &wallet, &amount, now));
+            match result {
+                Ok(r) => {
+                    let mut out = serde_json::Map::new();
+                    out.insert("id".into(), r.id.into());
+                    out.extend(r.fields);
+                    println!("{}", serde_json::Value::Object(out));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("trading-api deposit: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Err(e) => {
             eprintln!("trading-api: {e}\n{USAGE}");
             ExitCode::from(2)
@@ -138,10 +222,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn create_key(dir: &std::path::Path, name: &str, plan: &str, strict: bool) -> ExitCode {
+fn create_key(
+    dir: &std::path::Path,
+    name: &str,
+    plan: &str,
+    strict: bool,
+    subaccount: Option<&str>,
+    referred_by: Option<&str>,
+) -> ExitCode {
     let now = (trading_server::system_clock())();
-    let result = trading_server::store::Store::open(dir)
-        .and_then(|store| store.create_key(name, plan, strict, now));
+    let result = trading_server::store::Store::open(dir).and_then(|store| {
+        let k = match subaccount {
+            Some(user) => store.create_subaccount_key(name, user, strict, now)?,
+            None => store.create_key(name, plan, strict, now)?,
+        };
+        if let Some(by) = referred_by {
+            store.set_referrer(name, by)?;
+        }
+        Ok(k)
+    });
     match result {
         Ok(k) => {
             println!("{}", serde_json::json!({"key": k.key, "secret": k.secret}));
@@ -159,7 +258,7 @@ fn serve(
     data_dir: Option<PathBuf>,
     ip_per_minute: u32,
     seed: u64,
-    sandbox_clock: bool,
+    (sandbox_clock, plan_spacing): (bool, bool),
 ) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -208,6 +307,7 @@ fn serve(
             data_dir,
             ip_per_minute,
             seed,
+            plan_spacing,
             ..trading_server::Settings::default()
         };
         if sandbox_clock {
@@ -241,19 +341,22 @@ mod tests {
             ip_per_minute,
             seed,
             sandbox_clock,
+            plan_spacing,
         } = parse(&[]).unwrap()
         else {
             panic!()
         };
         assert_eq!((listen.port(), data_dir, ip_per_minute), (8090, None, 60));
-        assert_eq!((seed, sandbox_clock), (1, false));
+        assert_eq!((seed, sandbox_clock, plan_spacing), (1, false, false));
         let Command::Serve {
             listen,
             data_dir,
             ip_per_minute,
             seed,
             sandbox_clock,
+            plan_spacing,
         } = parse(&[
+            "--plan-spacing",
             "--seed",
             "99",
             "--sandbox-clock",
@@ -268,8 +371,14 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (listen.port(), ip_per_minute, seed, sandbox_clock),
-            (1, 0, 99, true)
+            (
+                listen.port(),
+                ip_per_minute,
+                seed,
+                sandbox_clock,
+                plan_spacing
+            ),
+            (1, 0, 99, true, true)
         );
         assert!(parse(&["--seed", "x"]).is_err());
         assert!(parse(&["--ip-per-minute", "-1"]).is_err());
@@ -296,10 +405,49 @@ mod tests {
                 data_dir: PathBuf::from("d"),
                 name: "alice".into(),
                 plan: "Free".into(),
-                strict: true
+                strict: true,
+                subaccount: None,
+                referred_by: None,
             }
         );
         assert!(parse(&["create-key", "--name", "alice"]).is_err());
+        assert!(matches!(
+            parse(&["create-key", "--data-dir", "d", "--name", "a", "--subaccount", "kid01", "--referred-by", "b"]),
+            Ok(Command::CreateKey { subaccount: Some(s), referred_by: Some(r), .. }) if s == "kid01" && r == "b"
+        ));
+        assert_eq!(
+            parse(&[
+                "deposit",
+                "--data-dir",
+                "d",
+                "--name",
+                "a",
+                "--wallet",
+                "BTC",
+                "--amount",
+                "1.5"
+            ])
+            .unwrap(),
+            Command::Deposit {
+                data_dir: PathBuf::from("d"),
+                name: "a".into(),
+                wallet: "BTC".into(),
+                amount: "1.5".into(),
+            }
+        );
+        assert!(
+            parse(&[
+                "deposit",
+                "--data-dir",
+                "d",
+                "--name",
+                "a",
+                "--wallet",
+                "BTC"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["deposit", "--data-dir", "d", "--name", "a", "--strict"]).is_err());
         assert!(parse(&["create-key", "--data-dir", "d"]).is_err());
         assert!(parse(&["create-key", "--data-dir", "d", "--name", " "]).is_err());
         assert!(

@@ -166,6 +166,17 @@ pub(crate) fn find(path: &str) -> Option<(&'static Spec, Action)> {
     })
 }
 
+/// Where the plan details hold the allowance of a kind of record.
+fn plan_pointer(kind: &str) -> Option<&'static str> {
+    match kind {
+        "exchange_api_key" => Some("/exchange_api_keys/maximum_stored"),
+        "subaccount" => Some("/subaccounts/maximum_accounts"),
+        "strategy_profile" => Some("/strategies/maximum/strategies"),
+        "strategy_template" => Some("/strategies/maximum/templates"),
+        _ => None,
+    }
+}
+
 pub(crate) fn db(e: StoreError) -> ApiError {
     ApiError::new(trading_model::ErrorCode::Database)
         .with_message(format!("Internal database error: {e}"))
@@ -235,7 +246,18 @@ pub(crate) fn run(
             let (existing, total) = store
                 .list_records(spec.kind, user, trading_model::MAX_LIMIT, 0)
                 .map_err(db)?;
-            if let Some(max) = spec.max.filter(|&m| total >= m) {
+            // The caller's plan (with its custom settings) sets the allowance where it has
+            // one; `max` is the documented Free plan's value, the fallback.
+            let max = spec.max.map(|m| {
+                plan_pointer(spec.kind)
+                    .and_then(|p| {
+                        crate::handlers::plan_details(&caller.plan)
+                            .pointer(p)
+                            .and_then(Value::as_u64)
+                    })
+                    .unwrap_or(m)
+            });
+            if let Some(max) = max.filter(|&m| total >= m) {
                 return Err(refused(
                     ep.parameters.first().map_or("id", |p| p.name.as_str()),
                     format!("The plan keeps at most {max} of these; delete one first."),
@@ -275,6 +297,20 @@ pub(crate) fn run(
                 .insert_record(spec.kind, user, &fields, hidden, now_ms)
                 .map_err(db)?;
             Ok(answer(&rec))
+        }
+        // A sub-account without permission to use the account's exchange keys sees none.
+        Action::List
+            if spec.kind == "exchange_api_key"
+                && caller
+                    .subaccount
+                    .as_ref()
+                    .is_some_and(|s| !s.allow_api_key_usage) =>
+        {
+            let page = Page::of(ep, valid).unwrap_or(Page {
+                limit: 10,
+                pagenumber: 1,
+            });
+            Ok(json!({"records": [], "page": page.pagenumber, "showing": 0, "total": 0}))
         }
         Action::List => match Page::of(ep, valid) {
             Some(page) => {
