@@ -1,8 +1,8 @@
 //! The embedding facade: rules + store + clock, with rules swapped atomically.
 
 use std::cell::Cell;
-use std::fmt::Write as _;
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 

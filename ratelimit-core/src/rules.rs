@@ -123,7 +123,6 @@ impl Rule {
     }
 }
 
-
 /// Upstream's cache key for plain entries (also used for request overrides).
 pub fn cache_key_into(
     out: &mut String,
@@ -149,7 +148,6 @@ pub(crate) fn cache_key_stem_into(out: &mut String, prefix: &str, domain: &str, 
         out.push('_');
     }
 }
-
 
 #[derive(Debug, Default)]
 struct Node {

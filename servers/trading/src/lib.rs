@@ -9,12 +9,14 @@
 //! headers (see `trading_model::auth`), against keys kept in an SQLite store in the data
 //! directory (`trading-api create-key`). Nonces are remembered per key across restarts.
 //!
-//! Account resources (exchange API keys, watchlist, news keywords, broadcasts, articles,
-//! support tickets, sub-accounts, strategy profiles and tabs, exchange queries, algorithms)
-//! are stored in SQLite and survive restarts.
+//! Requests are limited per key and per address by `ratelimit-core`, embedded in-process.
+//! Every catalogue endpoint has a handler (`handlers` dispatches to the feature modules
+//! `paper`, `market`, `account`, `extras` and then the generic `resources`); account data
+//! lives in SQLite and survives restarts, and the market is the pure, seeded simulation of
+//! `trading_model::market`, read at the server's one clock.
 //!
-//! What it does not do yet: rate limits, market data, strategies and orders: endpoints
-//! without a handler answer 501 with code 5100 after authentication and validation.
+//! What it deliberately does not do: talk to real exchanges or news sources, send e-mail,
+//! or move money; everything is simulated and deterministic for a seed and a clock.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -413,7 +415,10 @@ async fn respond(
         content_type: content_type.as_deref(),
         body: &body,
     };
-    let caller = if ep.auth_required {
+    // Credentials sent to a public endpoint are checked too: answers are tailored to the
+    // caller's plan (news impact horizons), and a wrong secret must not pass unnoticed.
+    let signed_anyway = key.is_some() && authorization.is_some();
+    let caller = if ep.auth_required || signed_anyway {
         let signed = Signed {
             method: &method,
             path: &ep.path,

@@ -271,6 +271,7 @@ def main():
     data_dir = tempfile.mkdtemp(prefix="trading-bb-market-")
     try:
         creds = create_key(binary, data_dir, "alice")
+        pro_creds = create_key(binary, data_dir, "paula", plan="Pro")
         proc, base = start(binary, data_dir, "--sandbox-clock", "--seed", "7", "--ip-per-minute", "0")
         try:
             anon = Client(base)
@@ -279,6 +280,20 @@ def main():
             public_checks(anon, base)
             news_checks(anon, alice, base)
             index_and_backtest_checks(anon, alice, base)
+
+            # A signed call on a paid plan sees every impact horizon; Free sees the public one.
+            pro = Client(base, pro_creds["key"], pro_creds["secret"])
+            yesterday = time.strftime("%Y-%m-%d", time.gmtime(advance(base, 0) / 1000 - 86400))
+            status, body = pro.call("POST", "public/trending-news-data", {"date": yesterday})
+            a = body["data"][0] if status == 200 and body["data"] else {}
+            check(a.get("price_impact_600s", {}).get("status") == "compiled"
+                  and body["meta"].get("auth_success") is True, f"Pro sees every horizon ({a.get('price_impact_600s')})")
+            status, body = alice.call("POST", "public/trending-news-data", {"date": yesterday})
+            check(status == 200 and body["data"][0]["price_impact_600s"]["status"] == "Subscription required.",
+                  "Free sees only the public horizon")
+            wrong = Client(base, creds["key"], "not-the-secret")
+            status, body = wrong.call("POST", "public/trending-news-data", {"date": yesterday})
+            check((status, body["data"]["code"]) == (401, 2000), "a wrong secret on a public endpoint is refused")
 
             # Published articles of every user, visible without a key.
             article = {"title": "Sandbox market notes for today", "brief": "What the simulated books did this morning.",

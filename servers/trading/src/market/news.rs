@@ -25,11 +25,19 @@ const RANKING: usize = 5;
 /// one the original offers without a subscription.
 const PUBLIC_HORIZON: usize = 6;
 
+/// Whether the caller's plan includes every impact horizon: a signed call on a paid
+/// plan (`subscription.pro_version`). Anonymous and Free callers see the public one.
+fn subscribed(env: &Env) -> bool {
+    env.caller.as_ref().is_some_and(|c| {
+        crate::handlers::plan_details(&c.plan)["subscription"]["pro_version"] == true
+    })
+}
+
 pub(super) fn call(path: &str, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
     let m = &*env.market;
     let now_s = env.now_ms / 1000;
     match path {
-        "public/trending-news-data" => news_data(m, now_s, valid, env.caller.is_some()),
+        "public/trending-news-data" => news_data(m, now_s, valid, subscribed(env)),
         "public/trending-news-watchlist" => {
             let filter = terms(valid, "keyword_contains");
             let archive = archive(m, now_s);
