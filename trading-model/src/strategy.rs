@@ -364,6 +364,56 @@ pub fn level_price(book: &Book, level: &str) -> Option<f64> {
     side.get(n.checked_sub(1)?).map(|lv| lv.price)
 }
 
+/// Shared by the `trading_strategy` fuzz target and the test replaying its corpus: the
+/// user-supplied texts of a strategy (condition values, levels, states) and order matching
+/// against a book, from arbitrary bytes. Nothing may panic, and matching keeps its
+/// invariants.
+#[doc(hidden)]
+pub fn fuzz(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let book = crate::market::Market::new(1)
+        .book("binance-btcusdt", 1_767_225_600_000)
+        .unwrap_or_else(|| unreachable!("the sandbox lists binance-btcusdt"));
+    for line in text.lines() {
+        if let Some(c) = Condition::parse(line) {
+            assert!(c.value.is_finite());
+            if matches!(c.op, Op::Ge | Op::Le | Op::Eq) {
+                assert!(c.holds(c.value), "{line:?} does not hold for its own value");
+            }
+        }
+        let _ = State::parse(line);
+        let _ = level_index(line);
+        if let Some(p) = level_price(&book, line) {
+            assert!(p > 0.0);
+        }
+    }
+    // Order matching with an amount and a limit taken from the first bytes.
+    let number = |at: usize| -> Option<f64> {
+        let bytes: [u8; 8] = data.get(at..at + 8)?.try_into().ok()?;
+        let v = f64::from_le_bytes(bytes);
+        (v.is_finite() && v >= 0.0).then_some(v)
+    };
+    let Some(amount) = number(0) else { return };
+    let limit = number(8);
+    let side = if data.get(16).is_some_and(|b| b & 1 == 1) {
+        Side::Sell
+    } else {
+        Side::Buy
+    };
+    let fills = crate::orders::take(&book, side, amount, limit);
+    let s = crate::orders::summarize(amount, &fills);
+    assert!(s.filled <= amount * (1.0 + 1e-9) + crate::orders::DUST);
+    assert!(s.remaining >= 0.0);
+    for f in &fills {
+        assert!(f.qty > 0.0);
+        match (side, limit) {
+            (Side::Buy, Some(l)) => assert!(f.price <= l),
+            (Side::Sell, Some(l)) => assert!(f.price >= l),
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,5 +602,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn fuzz_corpus_replays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/corpus/trading_strategy");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            super::fuzz(&std::fs::read(entry.unwrap().path()).unwrap());
+            n += 1;
+        }
+        assert!(n >= 5, "corpus too small: {n}");
     }
 }
