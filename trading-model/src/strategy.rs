@@ -370,10 +370,14 @@ pub fn level_price(book: &Book, level: &str) -> Option<f64> {
 /// invariants.
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
+    // Building a market precomputes its walks; once per process keeps the fuzzer fast.
+    static BOOK: std::sync::OnceLock<Book> = std::sync::OnceLock::new();
+    let book = BOOK.get_or_init(|| {
+        crate::market::Market::new(1)
+            .book("binance-btcusdt", 1_767_225_600_000)
+            .unwrap_or_else(|| unreachable!("the sandbox lists binance-btcusdt"))
+    });
     let text = String::from_utf8_lossy(data);
-    let book = crate::market::Market::new(1)
-        .book("binance-btcusdt", 1_767_225_600_000)
-        .unwrap_or_else(|| unreachable!("the sandbox lists binance-btcusdt"));
     for line in text.lines() {
         if let Some(c) = Condition::parse(line) {
             assert!(c.value.is_finite());
@@ -383,7 +387,7 @@ pub fn fuzz(data: &[u8]) {
         }
         let _ = State::parse(line);
         let _ = level_index(line);
-        if let Some(p) = level_price(&book, line) {
+        if let Some(p) = level_price(book, line) {
             assert!(p > 0.0);
         }
     }
@@ -400,7 +404,7 @@ pub fn fuzz(data: &[u8]) {
     } else {
         Side::Buy
     };
-    let fills = crate::orders::take(&book, side, amount, limit);
+    let fills = crate::orders::take(book, side, amount, limit);
     let s = crate::orders::summarize(amount, &fills);
     assert!(s.filled <= amount * (1.0 + 1e-9) + crate::orders::DUST);
     assert!(s.remaining >= 0.0);
