@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ratelimit_benches::{
-    MemLimiter, NOW, decide_blocking, plan_and_decide, realistic_config, realistic_requests,
-    realistic_rules, simple_limiter, simple_requests, triple_requests,
+    MemLimiter, NOW, decide_blocking, decide_now, plan_and_decide, realistic_config,
+    realistic_requests, realistic_rules, simple_limiter, simple_requests, triple_requests,
 };
 use ratelimit_core::{Limiter, ManualClock, Request, Stats};
 
@@ -65,6 +65,15 @@ fn realistic_limiter() -> MemLimiter {
 fn run_limiter(l: &MemLimiter, reqs: &[Request]) -> usize {
     reqs.iter()
         .filter(|r| decide_blocking(l, r) == ratelimit_core::Code::Ok)
+        .count()
+}
+
+/// Decides a slice of requests and counts the OK ones.
+type Runner = fn(&MemLimiter, &[Request]) -> usize;
+
+fn run_limiter_now(l: &MemLimiter, reqs: &[Request]) -> usize {
+    reqs.iter()
+        .filter(|r| decide_now(l, r) == ratelimit_core::Code::Ok)
         .count()
 }
 
@@ -138,6 +147,9 @@ fn embedded(c: &mut Criterion) {
         g.bench_function("limiter_memory_store", |b| {
             b.iter(|| run_limiter(&limiter, black_box(&reqs)))
         });
+        g.bench_function("limiter_memory_store_sync_api", |b| {
+            b.iter(|| run_limiter_now(&limiter, black_box(&reqs)))
+        });
         g.bench_function("governor_keyed_check_key", |b| {
             b.iter(|| run_governor(&gov, black_box(KEYS as u64), per_key))
         });
@@ -158,7 +170,7 @@ criterion_group! {
 }
 
 /// Median over interleaved pairs of (our descriptors/s) / (governor's check_key/s).
-fn interleaved_ratio(per_key: u64, reqs: &[Request], pairs: usize) -> (f64, Vec<f64>) {
+fn interleaved_ratio(per_key: u64, reqs: &[Request], pairs: usize, run: Runner) -> (f64, Vec<f64>) {
     let limiter = simple_limiter();
     let gov = governor_keyed();
     let rounds = 200;
@@ -172,11 +184,11 @@ fn interleaved_ratio(per_key: u64, reqs: &[Request], pairs: usize) -> (f64, Vec<
         t.elapsed().as_secs_f64()
     };
     // Warm both: fill the maps so the pairs measure the steady state.
-    run_limiter(&limiter, reqs);
+    run(&limiter, reqs);
     run_governor(&gov, KEYS as u64, per_key);
     let mut ratios: Vec<f64> = (0..pairs)
         .map(|_| {
-            let ours = time(&mut || run_limiter(&limiter, reqs));
+            let ours = time(&mut || run(&limiter, reqs));
             let theirs = time(&mut || run_governor(&gov, KEYS as u64, per_key));
             // Same number of descriptor decisions on both sides: the ratio of rates is
             // the inverse ratio of times.
@@ -195,16 +207,19 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    for (name, reqs, per_key) in [
-        ("1 descriptor", simple_requests(KEYS), 1u64),
-        ("3 descriptors", triple_requests(KEYS), 3u64),
-    ] {
-        let (median, all) = interleaved_ratio(per_key, &reqs, 7);
-        let all: Vec<String> = all.iter().map(|r| format!("{r:.3}")).collect();
-        println!(
-            "RATIO limiter/governor_keyed ({name}, {KEYS} keys, 7 interleaved pairs): \
-             median {median:.3} [{}] (target >= 0.5)",
-            all.join(" ")
-        );
+    let runners: [(&str, Runner); 2] = [("async API", run_limiter), ("sync API", run_limiter_now)];
+    for (api, run) in runners {
+        for (name, reqs, per_key) in [
+            ("1 descriptor", simple_requests(KEYS), 1u64),
+            ("3 descriptors", triple_requests(KEYS), 3u64),
+        ] {
+            let (median, all) = interleaved_ratio(per_key, &reqs, 7, run);
+            let all: Vec<String> = all.iter().map(|r| format!("{r:.3}")).collect();
+            println!(
+                "RATIO limiter/governor_keyed ({api}, {name}, {KEYS} keys, 7 interleaved pairs): \
+                 median {median:.3} [{}] (target >= 0.5)",
+                all.join(" ")
+            );
+        }
     }
 }

@@ -191,6 +191,16 @@ pub fn override_request(i: u64) -> Request {
 }
 
 /// Decides one request synchronously (the memory store never waits).
+/// Decides through the synchronous in-process API (`should_rate_limit_now`), as a
+/// synchronous embedder would: no future, no executor.
+pub fn decide_now(limiter: &MemLimiter, req: &Request) -> Code {
+    limiter
+        .should_rate_limit_now(req)
+        .expect("the memory store counts in process")
+        .expect("decided")
+        .overall_code
+}
+
 pub fn decide_blocking(limiter: &MemLimiter, req: &Request) -> Code {
     futures_executor::block_on(limiter.should_rate_limit(req))
         .expect("decided")

@@ -334,18 +334,53 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// Decides a request: one status per descriptor and the overall code.
     pub async fn should_rate_limit(&self, req: &Request) -> Result<Response, Error> {
+        if let Some(r) = self.should_rate_limit_now(req) {
+            return r;
+        }
         let mut bufs = BUFFERS.with(Cell::take);
+        // Boxed so that this future stays small for the in-process path above.
+        let r = Box::pin(self.decide_request(req, &mut bufs)).await;
+        BUFFERS.with(|b| b.set(bufs));
+        self.count_error(&r);
+        r
+    }
+
+    /// Decides a request without awaiting, when the store counts in process (the memory
+    /// store) and no setting needs a second store call (`stop_increment_when_over_limit`,
+    /// `refund_hits_when_over_limit`); `None` otherwise, and then
+    /// [`Limiter::should_rate_limit`] is the way. For synchronous embedders, and the
+    /// cheapest path there is: no future, no executor.
+    ///
+    /// ```
+    /// use ratelimit_backends::MemoryStore;
+    /// use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request};
+    ///
+    /// let rules = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+    /// let limiter = Limiter::builder(MemoryStore::new(), ManualClock::new(1_700_000_000))
+    ///     .yaml("api.yaml", rules)
+    ///     .build()
+    ///     .unwrap();
+    /// let req = Request::new("api", vec![Descriptor::new([("user", "alice")])]);
+    /// let first = limiter.should_rate_limit_now(&req).unwrap().unwrap();
+    /// let second = limiter.should_rate_limit_now(&req).unwrap().unwrap();
+    /// assert_eq!((first.overall_code, second.overall_code), (Code::Ok, Code::OverLimit));
+    /// ```
+    pub fn should_rate_limit_now(&self, req: &Request) -> Option<Result<Response, Error>> {
         let in_process = self.store.counts_in_process()
             && !self.settings.stop_increment_when_over_limit
             && !self.settings.refund_hits_when_over_limit;
-        let r = if in_process {
-            self.decide_now(req, &mut bufs)
-        } else {
-            // Boxed so that this future stays small for the in-process path above.
-            Box::pin(self.decide_request(req, &mut bufs)).await
-        };
+        if !in_process {
+            return None;
+        }
+        let mut bufs = BUFFERS.with(Cell::take);
+        let r = self.decide_now(req, &mut bufs);
         BUFFERS.with(|b| b.set(bufs));
-        if let Err(e) = &r {
+        self.count_error(&r);
+        Some(r)
+    }
+
+    fn count_error(&self, r: &Result<Response, Error>) {
+        if let Err(e) = r {
             match e {
                 Error::Store(s) => self.stats.dynamic_counter_add(
                     &format!("ratelimit.service.call.should_rate_limit.{}", s.err_type),
@@ -356,7 +391,6 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 }
             }
         }
-        r
     }
 
     async fn decide_request(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {

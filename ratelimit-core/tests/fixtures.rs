@@ -15,11 +15,22 @@ use ratelimit_core::{
 };
 use serde_json::Value;
 
-/// A memory store that records what it was asked.
+/// A memory store that records what it was asked. With `in_process` it also counts
+/// synchronously, so the limiter takes its no-future path: every case runs both ways.
 #[derive(Default)]
 struct Recording {
     inner: MemoryStore,
     seen: Mutex<Vec<String>>,
+    in_process: bool,
+}
+
+impl Recording {
+    fn record(&self, batch: &[Increment]) {
+        let mut seen = self.seen.lock().unwrap();
+        for i in batch {
+            seen.push(format!("{}+{} ttl={}", i.key, i.hits, i.ttl_seconds));
+        }
+    }
 }
 
 #[async_trait]
@@ -30,13 +41,25 @@ impl CounterStore for Recording {
         batch: &[Increment],
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
-        {
-            let mut seen = self.seen.lock().unwrap();
-            for i in batch {
-                seen.push(format!("{}+{} ttl={}", i.key, i.hits, i.ttl_seconds));
-            }
-        }
+        self.record(batch);
         self.inner.increment(now, batch, counts).await
+    }
+
+    fn counts_in_process(&self) -> bool {
+        self.in_process
+    }
+
+    fn increment_now(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Option<Result<(), StoreError>> {
+        if !self.in_process {
+            return None;
+        }
+        self.record(batch);
+        self.inner.increment_now(now, batch, counts)
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
@@ -109,12 +132,25 @@ fn settings(case: &Value) -> LimiterSettings {
 
 #[test]
 fn decision_fixtures() {
+    decisions(false);
+}
+
+/// The same table through the in-process path (a store that counts synchronously).
+#[test]
+fn decision_fixtures_in_process() {
+    decisions(true);
+}
+
+fn decisions(in_process: bool) {
     let cases = load("decisions.yaml");
     assert!(cases.len() >= 30, "the table shrank: {}", cases.len());
     for case in &cases {
         let name = case["name"].as_str().unwrap();
         let clock = Arc::new(ManualClock::new(case["now"].as_u64().unwrap_or(1_000_000)));
-        let store = Arc::new(Recording::default());
+        let store = Arc::new(Recording {
+            in_process,
+            ..Recording::default()
+        });
         let stats = Arc::new(Stats::default());
         let mut b = Limiter::builder(store.clone(), clock.clone())
             .settings(settings(case))

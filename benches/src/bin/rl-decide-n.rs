@@ -1,13 +1,14 @@
 //! Runs exactly N decisions of one kind, for instruction counting under callgrind:
 //! `(Ir(2N) - Ir(N)) / N` cancels start-up, rule compilation and map growth.
 //!
-//! `rl-decide-n <limiter1|limiter3|pure200|limiter200> <N>`
+//! `rl-decide-n <limiter1|limiter1now|limiter3|pure200|limiter200> <N>`
+//! (`limiter1now`: the synchronous `should_rate_limit_now`, no executor)
 
 use std::hint::black_box;
 
 use ratelimit_benches::{
-    decide_blocking, plan_and_decide, realistic_requests, realistic_rules, simple_limiter,
-    simple_requests, triple_requests,
+    decide_blocking, decide_now, plan_and_decide, realistic_requests, realistic_rules,
+    simple_limiter, simple_requests, triple_requests,
 };
 use ratelimit_core::Stats;
 
@@ -19,7 +20,7 @@ fn main() {
     let kind = args.next().unwrap_or_default();
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     if n == 0 {
-        eprintln!("usage: rl-decide-n <limiter1|limiter3|pure200|limiter200> <N>");
+        eprintln!("usage: rl-decide-n <limiter1|limiter1now|limiter3|pure200|limiter200> <N>");
         std::process::exit(2);
     }
     let mut sink = 0usize;
@@ -37,6 +38,16 @@ fn main() {
             }
             for i in 0..n {
                 sink += decide_blocking(&l, black_box(&reqs[i % KEYS])) as usize;
+            }
+        }
+        "limiter1now" => {
+            let reqs = simple_requests(KEYS);
+            let l = simple_limiter();
+            for r in &reqs {
+                decide_now(&l, r);
+            }
+            for i in 0..n {
+                sink += decide_now(&l, black_box(&reqs[i % KEYS])) as usize;
             }
         }
         "pure200" => {
