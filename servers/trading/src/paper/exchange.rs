@@ -740,10 +740,19 @@ pub(super) fn keys_of(
     conn: &Connection,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, fields FROM records WHERE kind = 'exchange_api_key' AND user_id = ?1 ORDER BY id",
-    )?;
-    let rows = stmt.query_map([user], |r| {
+    records_of(conn, "exchange_api_key", user)
+}
+
+/// Every generic record of `kind` of the caller as `(id, fields)`, oldest first; rows
+/// whose fields are not a JSON object are skipped.
+pub(super) fn records_of(
+    conn: &Connection,
+    kind: &str,
+    user: i64,
+) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+    let mut stmt = conn
+        .prepare("SELECT id, fields FROM records WHERE kind = ?1 AND user_id = ?2 ORDER BY id")?;
+    let rows = stmt.query_map(rusqlite::params![kind, user], |r| {
         Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
     })?;
     let mut out = Vec::new();

@@ -186,20 +186,7 @@ pub(super) fn profiles_of(
     conn: &Connection,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, fields FROM records WHERE kind = 'strategy_profile' AND user_id = ?1 ORDER BY id",
-    )?;
-    let rows = stmt.query_map([user], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-    })?;
-    let mut out = Vec::new();
-    for r in rows {
-        let (id, t) = r?;
-        if let Ok(Value::Object(m)) = serde_json::from_str(&t) {
-            out.push((id, m));
-        }
-    }
-    Ok(out)
+    super::exchange::records_of(conn, "strategy_profile", user)
 }
 
 /// A profile array as strings (absent: empty).
