@@ -393,7 +393,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
     }
 
-    async fn decide_request(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
+    /// What every decision checks first: a domain, descriptors and loaded rules; then the
+    /// time it is made at.
+    fn start(&self, req: &Request) -> Result<(Arc<RuleSet>, u64), Error> {
         if req.domain.is_empty() {
             return Err(Error::EmptyDomain);
         }
@@ -401,7 +403,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             return Err(Error::EmptyDescriptors);
         }
         let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
-        let now = self.clock.now();
+        Ok((rules, self.clock.now()))
+    }
+
+    async fn decide_request(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
+        let (rules, now) = self.start(req)?;
         let mut p = Plan::default();
         if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
             return Ok(resp);
@@ -460,14 +466,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// boxed and the plan stays on the stack instead of in a future. Only used when no
     /// setting needs a second store round trip (reading before counting, refunds).
     fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
-        if req.domain.is_empty() {
-            return Err(Error::EmptyDomain);
-        }
-        if req.descriptors.is_empty() {
-            return Err(Error::EmptyDescriptors);
-        }
-        let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
-        let now = self.clock.now();
+        let (rules, now) = self.start(req)?;
         let mut p = Plan::default();
         if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
             return Ok(resp);

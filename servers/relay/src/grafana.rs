@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use http::Method;
 use serde_json::{Value as Json, json};
@@ -162,7 +164,7 @@ impl Grafana {
     fn auth(&self) -> String {
         let key = &self.settings.api_key;
         if key.matches(':').count() == 1 {
-            format!("Basic {}", base64(key.as_bytes()))
+            format!("Basic {}", STANDARD.encode(key.as_bytes()))
         } else {
             format!("Bearer {key}")
         }
@@ -295,26 +297,6 @@ impl Grafana {
     }
 }
 
-/// Standard base64 with padding (for Basic auth; one use does not justify a crate).
-pub fn base64(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,13 +341,5 @@ mod tests {
             alert_query(&json!({"labels": {}}), "g0.expr", 60).unwrap_err(),
             "No alert expression"
         );
-    }
-
-    #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(base64(b"admin:admin"), "YWRtaW46YWRtaW4=");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
     }
 }

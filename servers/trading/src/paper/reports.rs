@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use trading_model::ApiError;
@@ -152,27 +154,6 @@ pub(super) fn spreadsheet(rows: &[Vec<String>], sheet: &str) -> String {
         out.push_str("</Row>\n");
     }
     out.push_str("  </Table>\n </Worksheet>\n</Workbook>\n");
-    out
-}
-
-pub(super) fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
     out
 }
 
@@ -372,7 +353,7 @@ fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
             "encoding": "base64",
             "size": e.content.len(),
             "rows": e.rows,
-            "content": base64(&e.content),
+            "content": STANDARD.encode(&e.content),
         })),
     }
 }
@@ -653,19 +634,6 @@ mod tests {
             "x\ny".into(),
         ]];
         assert_eq!(csv(&rows), "a,\"b,c\",\"say \"\"hi\"\"\",\"x\ny\"\r\n");
-    }
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(i.as_bytes()), o);
-        }
     }
 
     #[test]
