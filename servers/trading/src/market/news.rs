@@ -5,6 +5,7 @@
 //! their publication second. Keywords users add (stored by the generic resources as
 //! `news_keyword` records) join the watchlist; nothing is written here.
 
+use chrono::Datelike as _;
 use serde_json::{Value, json};
 use trading_model::market::Market;
 use trading_model::market::news::{
@@ -145,19 +146,16 @@ fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
 
 /// `(year, month, day, weekday 0 = Monday)` of a Unix second (UTC).
 fn civil(s: u64) -> (i64, u32, u32, u32) {
-    let days = (s / 86_400) as i64;
-    let weekday = ((days + 3).rem_euclid(7)) as u32;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    (y, mo, d, weekday)
+    let t = i64::try_from(s)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .unwrap_or_default();
+    (
+        i64::from(t.year()),
+        t.month(),
+        t.day(),
+        t.weekday().num_days_from_monday(),
+    )
 }
 
 fn date_record(s: u64) -> Value {

@@ -356,19 +356,10 @@ fn match_pair(m: &Market, ep: &Endpoint, valid: &Valid) -> Value {
     Value::Object(out)
 }
 
-/// Days since the epoch of a `YYYY-MM-DD` already checked by validation.
+/// The Unix second a `YYYY-MM-DD` day (already checked by validation) starts at.
 pub(super) fn day_start_s(date: &str) -> Option<u64> {
-    let mut it = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, mo, d) = (it.next()??, it.next()??, it.next()??);
-    // Howard Hinnant's days_from_civil.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400).ok()
+    let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?;
+    u64::try_from(day.and_hms_opt(0, 0, 0)?.and_utc().timestamp()).ok()
 }
 
 fn fetch_spread_data(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> {
