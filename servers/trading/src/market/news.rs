@@ -144,45 +144,14 @@ fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
     Ok(out)
 }
 
-/// `(year, month, day, weekday 0 = Monday)` of a Unix second (UTC).
-fn civil(s: u64) -> (i64, u32, u32, u32) {
+/// The spec's article date: `time_published`, `day` (weekday name), `format1`
+/// (`YYYY-MM-DD`) and `format2` (`29th May 2020 12:06`), in UTC.
+fn date_record(s: u64) -> Value {
     let t = i64::try_from(s)
         .ok()
         .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
         .unwrap_or_default();
-    (
-        i64::from(t.year()),
-        t.month(),
-        t.day(),
-        t.weekday().num_days_from_monday(),
-    )
-}
-
-fn date_record(s: u64) -> Value {
-    const DAYS: [&str; 7] = [
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-    ];
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    let (y, mo, d, wd) = civil(s);
+    let d = t.day();
     let suffix = match (d % 10, d % 100) {
         (_, 11..=13) => "th",
         (1, _) => "st",
@@ -190,12 +159,11 @@ fn date_record(s: u64) -> Value {
         (3, _) => "rd",
         _ => "th",
     };
-    let (h, mi) = ((s % 86_400) / 3600, (s % 3600) / 60);
     json!({
         "time_published": s,
-        "day": DAYS[wd as usize],
-        "format1": format!("{y:04}-{mo:02}-{d:02}"),
-        "format2": format!("{d}{suffix} {} {y} {h:02}:{mi:02}", MONTHS[(mo - 1) as usize]),
+        "day": t.format("%A").to_string(),
+        "format1": t.format("%Y-%m-%d").to_string(),
+        "format2": format!("{d}{suffix} {}", t.format("%B %Y %H:%M")),
     })
 }
 
@@ -435,8 +403,15 @@ mod tests {
         assert_eq!(r["format1"], "2020-05-29");
         assert_eq!(r["day"], "Friday");
         assert_eq!(r["format2"], "29th May 2020 12:06");
-        assert_eq!(civil(0), (1970, 1, 1, 3));
-        assert_eq!(civil(951_782_400).1, 2); // 2000-02-29
+        assert_eq!(date_record(0)["day"], "Thursday");
+        assert_eq!(
+            date_record(951_782_400)["format2"],
+            "29th February 2000 00:00"
+        );
+        assert_eq!(
+            date_record(1_605_052_800)["format2"],
+            "11th November 2020 00:00"
+        );
         assert_eq!(
             super::super::public::day_start_s("2020-05-29"),
             Some(1_590_710_400)
