@@ -4,7 +4,7 @@ use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use hashbrown::HashMap;
+use hashbrown::HashTable;
 use ratelimit_core::{CounterStore, Increment, StoreError};
 
 /// Shard count: a power of two comfortably above the core counts this runs on, so two
@@ -20,7 +20,9 @@ struct Counter {
 
 #[derive(Debug, Default)]
 struct Shard {
-    map: HashMap<Box<str>, Counter>,
+    /// Entries are found by a hash computed once per call, which also picks the shard:
+    /// a `HashMap` would hash the key a second time.
+    map: HashTable<(Box<str>, Counter)>,
     /// Earliest time at which the next sweep of dead keys may run.
     next_sweep: u64,
 }
@@ -63,23 +65,31 @@ impl MemoryStore {
         }
     }
 
-    fn shard(&self, key: &str) -> &Mutex<Shard> {
-        // The high bits: hashbrown uses the low ones inside each map.
-        &self.shards[(self.hasher.hash_one(key) >> 58) as usize % SHARDS]
+    /// The key's hash and its shard.
+    fn shard(&self, key: &str) -> (u64, &Mutex<Shard>) {
+        let hash = self.hasher.hash_one(key);
+        // Bits that hashbrown leaves alone: it picks buckets with the low ones and tags
+        // them with the top seven, and a shard whose keys all shared a tag would compare
+        // every key of a probed group.
+        (hash, &self.shards[(hash >> 40) as usize % SHARDS])
+    }
+
+    fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+        // Every update leaves a shard consistent, so a panic elsewhere poisons nothing real.
+        shard.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Adds `hits` to `key` and returns the new value; synchronous core of the store.
     pub fn increment_one(&self, now: u64, inc: &Increment) -> u64 {
         let window_end = inc.unit.window_start(now) + inc.unit.seconds();
-        let mut shard = self
-            .shard(&inc.key)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let (hash, shard) = self.shard(&inc.key);
+        let mut shard = Self::lock(shard);
         if now >= shard.next_sweep {
-            shard.map.retain(|_, c| c.expires_at > now);
+            shard.map.retain(|(_, c)| c.expires_at > now);
             shard.next_sweep = now + 1;
         }
-        if let Some(c) = shard.map.get_mut(inc.key.as_str()) {
+        let key = inc.key.as_str();
+        if let Some((_, c)) = shard.map.find_mut(hash, |(k, _)| **k == *key) {
             if c.expires_at > now {
                 c.value = c.value.saturating_add(inc.hits);
                 return c.value;
@@ -90,22 +100,21 @@ impl MemoryStore {
             };
             return inc.hits;
         }
-        shard.map.insert(
-            inc.key.as_str().into(),
-            Counter {
-                value: inc.hits,
-                expires_at: window_end,
-            },
-        );
+        let counter = Counter {
+            value: inc.hits,
+            expires_at: window_end,
+        };
+        shard
+            .map
+            .insert_unique(hash, (key.into(), counter), |(k, _)| {
+                self.hasher.hash_one(k)
+            });
         inc.hits
     }
 
     /// Number of keys held, dead ones not yet swept included.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).map.len())
-            .sum()
+        self.shards.iter().map(|s| Self::lock(s).map.len()).sum()
     }
 
     /// Whether the store holds no keys.
@@ -115,12 +124,12 @@ impl MemoryStore {
 
     /// Reads a key's live value without changing it.
     pub fn value(&self, now: u64, key: &str) -> Option<u64> {
-        let shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        shard
+        let (hash, shard) = self.shard(key);
+        Self::lock(shard)
             .map
-            .get(key)
-            .filter(|c| c.expires_at > now)
-            .map(|c| c.value)
+            .find(hash, |(k, _)| **k == *key)
+            .filter(|(_, c)| c.expires_at > now)
+            .map(|(_, c)| c.value)
     }
 }
 
@@ -163,11 +172,9 @@ impl CounterStore for MemoryStore {
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
         for inc in batch {
-            let mut shard = self
-                .shard(&inc.key)
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = shard.map.get_mut(inc.key.as_str())
+            let (hash, shard) = self.shard(&inc.key);
+            let key = inc.key.as_str();
+            if let Some((_, c)) = Self::lock(shard).map.find_mut(hash, |(k, _)| **k == *key)
                 && c.expires_at > now
             {
                 c.value = c.value.saturating_sub(inc.hits);

@@ -368,7 +368,8 @@ mod tests {
                     code: Code::Ok,
                     ..Default::default()
                 },
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         assert_eq!(

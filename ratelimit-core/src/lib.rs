@@ -35,6 +35,6 @@ pub use stats::Stats;
 pub use store::{CounterStore, Increment, StoreError};
 pub use types::{
     Code, CurrentLimit, Descriptor, DescriptorStatus, Entry, Header, LimitOverride, Request,
-    Response,
+    Response, Statuses, StatusesIntoIter,
 };
 pub use unit::Unit;

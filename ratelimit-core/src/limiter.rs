@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 /// Descriptors per request kept inline before spilling to the heap.
 const INLINE: usize = 4;
 
-/// Most key strings kept for reuse per thread, and the largest one worth keeping.
+/// Most increments kept for reuse per thread, and the largest key worth keeping.
 const SPARE_KEYS: usize = 64;
 const SPARE_KEY_BYTES: usize = 1024;
 
@@ -23,7 +23,9 @@ const SPARE_KEY_BYTES: usize = 1024;
 #[derive(Default)]
 struct Buffers {
     scratch: String,
-    keys: Vec<String>,
+    /// The increments of the request in progress (its plan says how many), and beyond
+    /// them those of earlier requests, whose key strings are overwritten in place.
+    batch: Vec<Increment>,
     /// The last window start written into a key, and its digits: windows change once a
     /// unit, so formatting the number again each request is wasted work.
     window: (u64, String),
@@ -33,7 +35,7 @@ thread_local! {
     static BUFFERS: Cell<Buffers> = const {
         Cell::new(Buffers {
             scratch: String::new(),
-            keys: Vec::new(),
+            batch: Vec::new(),
             window: (u64::MAX, String::new()),
         })
     };
@@ -43,10 +45,10 @@ use crate::clock::Clock;
 use crate::config::ConfigError;
 use crate::decide::{LimitSpec, decide};
 use crate::local_cache::LocalCache;
-use crate::rules::{Match, Rule, RuleSet, cache_key_stem_into};
+use crate::rules::{Rule, RuleSet, cache_key_stem_into};
 use crate::stats::{RULE_PREFIX, RuleStats, StatDelta, Stats, sanitize_stat_name};
 use crate::store::{CounterStore, Increment, StoreError};
-use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response};
+use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response, Statuses};
 
 /// Names of the `RateLimit-*` headers added when response headers are enabled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,18 +244,31 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
 #[derive(Default)]
 struct Plan<'r> {
     targets: SmallVec<[Target<'r>; INLINE]>,
-    batch: SmallVec<[Increment; INLINE]>,
-    /// Per increment: known over its limit by the local cache, so not counted.
+    /// How many of the buffers' increments are this request's.
+    increments: usize,
+    /// Per increment: known over its limit by the local cache, so not counted. Empty
+    /// without a local cache.
     cached: SmallVec<[bool; INLINE]>,
     any_cached: bool,
 }
 
-/// Keeps the plan's key strings for the next request on this thread.
-fn recycle(p: &mut Plan<'_>, bufs: &mut Buffers) {
-    for inc in p.batch.drain(..) {
-        if bufs.keys.len() < SPARE_KEYS && inc.key.capacity() <= SPARE_KEY_BYTES {
-            bufs.keys.push(inc.key);
-        }
+impl Plan<'_> {
+    fn is_cached(&self, slot: usize) -> bool {
+        self.cached.get(slot).copied().unwrap_or(false)
+    }
+}
+
+/// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
+fn trim(bufs: &mut Buffers) {
+    if bufs.batch.len() > SPARE_KEYS {
+        bufs.batch.truncate(SPARE_KEYS);
+    }
+    if bufs
+        .batch
+        .iter()
+        .any(|i| i.key.capacity() > SPARE_KEY_BYTES)
+    {
+        bufs.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
     }
 }
 
@@ -264,7 +279,8 @@ enum Target<'a> {
         spec: LimitSpec<'a>,
         rule: Option<&'a Arc<Rule>>,
         hits: u64,
-        stats: Option<Arc<RuleStats>>,
+        /// The rule's own statistics are borrowed; per-value ones are looked up.
+        stats: Option<std::borrow::Cow<'a, Arc<RuleStats>>>,
         slot: usize,
     },
 }
@@ -412,21 +428,17 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
             return Ok(resp);
         }
-        if self.settings.stop_increment_when_over_limit && !p.batch.is_empty() {
-            self.stop_increments(now, &p.targets, &mut p.batch, &p.cached, p.any_cached)
+        let batch = &mut bufs.batch[..p.increments];
+        if self.settings.stop_increment_when_over_limit && !batch.is_empty() {
+            self.stop_increments(now, &p.targets, batch, &p.cached, p.any_cached)
                 .await?;
         }
-        let Plan {
-            batch,
-            cached,
-            any_cached,
-            ..
-        } = &p;
+        let batch = &bufs.batch[..p.increments];
         let mut counts: SmallVec<[u64; INLINE]> = smallvec::smallvec![0u64; batch.len()];
-        if *any_cached {
+        if p.any_cached {
             let live: Vec<Increment> = batch
                 .iter()
-                .zip(cached)
+                .zip(&p.cached)
                 .filter(|(_, c)| !**c)
                 .map(|(b, _)| b.clone())
                 .collect();
@@ -434,7 +446,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 let mut live_counts = vec![0u64; live.len()];
                 self.store.increment(now, &live, &mut live_counts).await?;
                 let mut it = live_counts.into_iter();
-                for (c, is_cached) in counts.iter_mut().zip(cached) {
+                for (c, is_cached) in counts.iter_mut().zip(&p.cached) {
                     if !is_cached {
                         *c = it.next().unwrap_or(0);
                     }
@@ -443,14 +455,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         } else if !batch.is_empty() {
             self.store.increment(now, batch, &mut counts).await?;
         }
-        let resp = self.finish(req, &p, &counts, now);
+        let resp = self.finish(req, &p, batch, &counts, now);
         if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
-            let added: Vec<Increment> = p
-                .batch
+            let added: Vec<Increment> = batch
                 .iter()
-                .zip(&p.cached)
-                .filter(|(b, c)| !**c && b.hits > 0)
-                .map(|(b, _)| b.clone())
+                .enumerate()
+                .filter(|(i, b)| !p.is_cached(*i) && b.hits > 0)
+                .map(|(_, b)| b.clone())
                 .collect();
             if !added.is_empty() {
                 // The decision stands even if the refund fails: it only affects later
@@ -458,7 +469,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 let _ = self.store.refund(now, &added).await;
             }
         }
-        recycle(&mut p, bufs);
+        trim(bufs);
         Ok(resp)
     }
 
@@ -471,19 +482,28 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
             return Ok(resp);
         }
-        let mut counts: SmallVec<[u64; INLINE]> = smallvec::smallvec![0u64; p.batch.len()];
+        let batch = &bufs.batch[..p.increments];
+        let mut counts = [0u64; INLINE];
+        let mut spilled = Vec::new();
+        let counts: &mut [u64] = match counts.get_mut(..batch.len()) {
+            Some(c) => c,
+            None => {
+                spilled.resize(batch.len(), 0);
+                &mut spilled
+            }
+        };
         if p.any_cached {
             // Rare (a key already known over): count the others one by one.
-            for ((b, c), is_cached) in p.batch.iter().zip(counts.iter_mut()).zip(&p.cached) {
+            for ((b, c), is_cached) in batch.iter().zip(counts.iter_mut()).zip(&p.cached) {
                 if !is_cached {
                     self.count_now(now, std::slice::from_ref(b), std::slice::from_mut(c))?;
                 }
             }
-        } else if !p.batch.is_empty() {
-            self.count_now(now, &p.batch, &mut counts)?;
+        } else if !batch.is_empty() {
+            self.count_now(now, batch, counts)?;
         }
-        let resp = self.finish(req, &p, &counts, now);
-        recycle(&mut p, bufs);
+        let resp = self.finish(req, &p, batch, counts, now);
+        trim(bufs);
         Ok(resp)
     }
 
@@ -509,10 +529,10 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     ) -> Option<Response> {
         let Buffers {
             scratch,
-            keys: spare_keys,
+            batch,
             window: window_text,
         } = bufs;
-        if !rules.has_domain(&req.domain) {
+        let Some(domain_rules) = rules.domain(&req.domain) else {
             let name = format!(
                 "{RULE_PREFIX}{}.domain_not_found",
                 sanitize_stat_name(&req.domain)
@@ -521,16 +541,17 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 .dynamic_counter_add(&name, req.descriptors.len() as u64);
             return Some(Response {
                 overall_code: Code::Ok,
-                statuses: vec![
+                statuses: std::iter::repeat_n(
                     DescriptorStatus {
                         code: Code::Ok,
                         ..DescriptorStatus::default()
-                    };
-                    req.descriptors.len()
-                ],
+                    },
+                    req.descriptors.len(),
+                )
+                .collect(),
                 ..Response::default()
             });
-        }
+        };
 
         // Resolve every descriptor to a rule (or override) first: `replaces` looks across
         // all of them before anything is counted.
@@ -542,13 +563,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             let m = if d.limit.is_some() {
                 None
             } else {
-                match rules.find(&req.domain, &d.entries, scratch) {
-                    Match::Rule(r) => {
-                        any_replaces |= !r.replaces.is_empty();
-                        Some(r)
-                    }
-                    Match::NoRule | Match::UnknownDomain => None,
-                }
+                let r = domain_rules.find(&d.entries, scratch);
+                any_replaces |= r.is_some_and(|r| !r.replaces.is_empty());
+                r
             };
             matched.push(m);
         }
@@ -567,7 +584,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
         let Plan {
             targets,
-            batch,
+            increments,
             cached,
             any_cached,
         } = p;
@@ -581,8 +598,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     shadow_mode: false,
                 };
                 self.push_increment(
-                    batch,
-                    (spare_keys, window_text),
+                    (batch, increments),
+                    window_text,
                     None,
                     &req.domain,
                     d,
@@ -591,11 +608,14 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     now,
                 );
                 Target::Counted {
-                    stats: self.stats.dynamic_rule(&override_stats_key(&req.domain, d)),
+                    stats: self
+                        .stats
+                        .dynamic_rule(&override_stats_key(&req.domain, d))
+                        .map(std::borrow::Cow::Owned),
                     spec,
                     rule: None,
                     hits,
-                    slot: batch.len() - 1,
+                    slot: *increments - 1,
                 }
             } else {
                 match m {
@@ -604,8 +624,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     Some(r) => {
                         let unit = r.unit.unwrap_or(crate::Unit::Second);
                         self.push_increment(
-                            batch,
-                            (spare_keys, window_text),
+                            (batch, increments),
+                            window_text,
                             Some(r),
                             &req.domain,
                             d,
@@ -614,8 +634,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                             now,
                         );
                         let stats = match r.stats_key(&req.domain, &d.entries) {
-                            None => Some(r.stats.clone()),
-                            Some(k) => self.stats.dynamic_rule(&k),
+                            None => Some(std::borrow::Cow::Borrowed(&r.stats)),
+                            Some(k) => self.stats.dynamic_rule(&k).map(std::borrow::Cow::Owned),
                         };
                         Target::Counted {
                             spec: LimitSpec {
@@ -627,7 +647,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                             rule: Some(r),
                             hits,
                             stats,
-                            slot: batch.len() - 1,
+                            slot: *increments - 1,
                         }
                     }
                 }
@@ -636,26 +656,31 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
 
         // Keys known to be over their limit this window are answered locally.
-        match &self.local_cache {
-            Some(lc) => cached.extend(batch.iter().map(|b| lc.contains(&b.key, now))),
-            None => cached.extend(batch.iter().map(|_| false)),
+        if let Some(lc) = &self.local_cache {
+            cached.extend(
+                batch[..*increments]
+                    .iter()
+                    .map(|b| lc.contains(&b.key, now)),
+            );
+            *any_cached = cached.iter().any(|c| *c);
         }
-        *any_cached = cached.iter().any(|c| *c);
         None
     }
 
     /// Turns the counts into the response: statuses, statistics, the local cache,
     /// headers and metadata.
-    fn finish(&self, req: &Request, p: &Plan<'_>, counts: &[u64], now: u64) -> Response {
-        let Plan {
-            targets,
-            batch,
-            cached,
-            ..
-        } = p;
+    fn finish(
+        &self,
+        req: &Request,
+        p: &Plan<'_>,
+        batch: &[Increment],
+        counts: &[u64],
+        now: u64,
+    ) -> Response {
+        let targets = &p.targets;
         let mut resp = Response {
             overall_code: Code::Ok,
-            statuses: Vec::with_capacity(targets.len()),
+            statuses: Statuses::with_capacity(targets.len()),
             ..Response::default()
         };
         let mut any_over = false;
@@ -679,7 +704,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     stats,
                     slot,
                 } => {
-                    let from_cache = cached[*slot];
+                    let from_cache = p.is_cached(*slot);
                     let (status, delta): (DescriptorStatus, StatDelta) = decide(
                         spec,
                         counts[*slot],
@@ -776,8 +801,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
     fn push_increment(
         &self,
-        batch: &mut SmallVec<[Increment; INLINE]>,
-        (spare_keys, window_text): (&mut Vec<String>, &mut (u64, String)),
+        (batch, used): (&mut Vec<Increment>, &mut usize),
+        window_text: &mut (u64, String),
         rule: Option<&Arc<Rule>>,
         domain: &str,
         d: &Descriptor,
@@ -792,13 +817,24 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             .iter()
             .map(|e| e.key.len() + e.value.len() + 2)
             .sum();
-        // A string left by an earlier request on this thread usually has room already.
-        let mut key = spare_keys.pop().unwrap_or_default();
+        // An increment left by an earlier request on this thread: its key usually has
+        // room already.
+        if *used == batch.len() {
+            batch.push(Increment {
+                key: String::new(),
+                hits: 0,
+                unit,
+                ttl_seconds: 0,
+            });
+        }
+        let inc = &mut batch[*used];
+        *used += 1;
+        let key = &mut inc.key;
         key.clear();
         key.reserve(prefix.len() + domain.len() + entries_len + 21);
         match rule {
-            Some(r) => r.cache_key_stem_into(&mut key, prefix, domain, &d.entries),
-            None => cache_key_stem_into(&mut key, prefix, domain, &d.entries),
+            Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
+            None => cache_key_stem_into(key, prefix, domain, &d.entries),
         }
         if window_text.0 != window {
             window_text.1.clear();
@@ -806,13 +842,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             window_text.0 = window;
         }
         key.push_str(&window_text.1);
-        let ttl = unit.seconds() + jitter(&key, self.settings.expiration_jitter_max_seconds);
-        batch.push(Increment {
-            key,
-            hits,
-            unit,
-            ttl_seconds: ttl,
-        });
+        inc.ttl_seconds = unit.seconds() + jitter(key, self.settings.expiration_jitter_max_seconds);
+        inc.hits = hits;
+        inc.unit = unit;
     }
 }
 

@@ -158,9 +158,12 @@ struct Node {
 #[derive(Debug, Default)]
 struct Children {
     /// Keyed by `key` (key-only entries) or `key_value` (explicit or wildcard values).
-    by_key: HashMap<Box<str>, Node>,
+    by_key: NameMap<Node>,
     /// `key_value` patterns containing `*`, in config order; the first match wins.
     wildcards: Vec<Box<str>>,
+    /// No wildcard and no name with `_`: a request's `key_value` (which always holds a
+    /// `_`) cannot match here, so matching skips building and hashing it.
+    key_only: bool,
 }
 
 /// The rules of one domain.
@@ -172,8 +175,133 @@ struct DomainRules {
 /// A validated, compiled configuration: every domain's descriptor tree.
 #[derive(Debug, Default)]
 pub struct RuleSet {
-    domains: HashMap<String, DomainRules>,
+    domains: NameMap<DomainRules>,
     rules: Vec<Arc<Rule>>,
+}
+
+/// Names to values, for the few names of one tree level or the domains of a config.
+/// Up to [`NameMap::SCAN`] names are compared one by one, which beats hashing the name
+/// for the handful most levels have; above that an index is hashed.
+#[derive(Debug)]
+struct NameMap<V> {
+    entries: Vec<(Box<str>, V)>,
+    index: Option<HashMap<Box<str>, usize>>,
+}
+
+impl<V> Default for NameMap<V> {
+    fn default() -> Self {
+        NameMap {
+            entries: Vec::new(),
+            index: None,
+        }
+    }
+}
+
+impl<V> NameMap<V> {
+    const SCAN: usize = 8;
+
+    fn position(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            None => self.entries.iter().position(|(n, _)| **n == *name),
+            Some(ix) => ix.get(name).copied(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&V> {
+        self.position(name).map(|i| &self.entries[i].1)
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.position(name).is_some()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(n, _)| &**n)
+    }
+
+    /// Adds a name that is not there yet (callers check for duplicates first).
+    fn insert(&mut self, name: Box<str>, value: V) {
+        let i = self.entries.len();
+        if let Some(ix) = &mut self.index {
+            ix.insert(name.clone(), i);
+        } else if i == Self::SCAN {
+            let mut ix: HashMap<Box<str>, usize> = self
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(j, (n, _))| (n.clone(), j))
+                .collect();
+            ix.insert(name.clone(), i);
+            self.index = Some(ix);
+        }
+        self.entries.push((name, value));
+    }
+
+    fn get_or_insert_default(&mut self, name: &str) -> &mut V
+    where
+        V: Default,
+    {
+        let i = match self.position(name) {
+            Some(i) => i,
+            None => {
+                self.insert(name.into(), V::default());
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
+}
+
+/// A configured domain, found once per request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DomainView<'a>(&'a DomainRules);
+
+impl<'a> DomainView<'a> {
+    /// The rule for one descriptor's entries, if any. `scratch` is reused between calls
+    /// to build the `key_value` lookup string without allocating per entry.
+    pub(crate) fn find(self, entries: &[Entry], scratch: &mut String) -> Option<&'a Arc<Rule>> {
+        let mut level = &self.0.root;
+        let last = entries.len().saturating_sub(1);
+        let mut found = None;
+        for (i, e) in entries.iter().enumerate() {
+            let node = if level.key_only {
+                level.by_key.get(e.key.as_str())
+            } else {
+                scratch.clear();
+                scratch.push_str(&e.key);
+                scratch.push('_');
+                scratch.push_str(&e.value);
+                level
+                    .by_key
+                    .get(scratch.as_str())
+                    .or_else(|| {
+                        level
+                            .wildcards
+                            .iter()
+                            .find(|p| wildcard_match(p, scratch))
+                            .and_then(|p| level.by_key.get(p))
+                    })
+                    .or_else(|| level.by_key.get(e.key.as_str()))
+            };
+            let Some(node) = node else { break };
+            if i == last {
+                found = node.rule.as_ref();
+            }
+            if node.children.by_key.is_empty() {
+                break;
+            }
+            level = &node.children;
+        }
+        found
+    }
 }
 
 /// The outcome of matching one descriptor against a domain's tree.
@@ -218,7 +346,7 @@ impl RuleSet {
                     format!("duplicate domain '{}' in config file", doc.domain),
                 ));
             }
-            let mut domain = set.domains.remove(&doc.domain).unwrap_or_default();
+            let domain = set.domains.get_or_insert_default(&doc.domain);
             let mut cx = Compiler {
                 doc,
                 stats,
@@ -231,7 +359,6 @@ impl RuleSet {
                 &format!("{}.", doc.domain),
                 "descriptors",
             )?;
-            set.domains.insert(doc.domain.clone(), domain);
         }
         Ok(set)
     }
@@ -267,38 +394,15 @@ impl RuleSet {
     /// Matches one descriptor's entries. `scratch` is reused between calls to build the
     /// `key_value` lookup string without allocating per entry.
     pub fn find<'a>(&'a self, domain: &str, entries: &[Entry], scratch: &mut String) -> Match<'a> {
-        let Some(d) = self.domains.get(domain) else {
-            return Match::UnknownDomain;
-        };
-        let mut level = &d.root;
-        let last = entries.len().saturating_sub(1);
-        let mut found = None;
-        for (i, e) in entries.iter().enumerate() {
-            scratch.clear();
-            scratch.push_str(&e.key);
-            scratch.push('_');
-            scratch.push_str(&e.value);
-            let node = level
-                .by_key
-                .get(scratch.as_str())
-                .or_else(|| {
-                    level
-                        .wildcards
-                        .iter()
-                        .find(|p| wildcard_match(p, scratch))
-                        .and_then(|p| level.by_key.get(p))
-                })
-                .or_else(|| level.by_key.get(e.key.as_str()));
-            let Some(node) = node else { break };
-            if i == last {
-                found = node.rule.as_ref();
-            }
-            if node.children.by_key.is_empty() {
-                break;
-            }
-            level = &node.children;
+        match self.domain(domain) {
+            None => Match::UnknownDomain,
+            Some(d) => d.find(entries, scratch).map_or(Match::NoRule, Match::Rule),
         }
-        found.map_or(Match::NoRule, Match::Rule)
+    }
+
+    /// One domain's rules, so that a request hashes its domain once for all descriptors.
+    pub(crate) fn domain(&self, domain: &str) -> Option<DomainView<'_>> {
+        self.domains.get(domain).map(DomainView)
     }
 
     /// Upstream's `/rlconfig` dump: one line per rule, sorted by key.
@@ -412,6 +516,8 @@ impl Compiler<'_> {
             }
             children.by_key.insert(final_key.into_boxed_str(), node);
         }
+        children.key_only =
+            children.wildcards.is_empty() && children.by_key.keys().all(|k| !k.contains('_'));
         Ok(())
     }
 

@@ -169,9 +169,98 @@ pub struct Response {
     /// OVER_LIMIT when any (non-quota) descriptor is over its limit.
     pub overall_code: Code,
     /// One status per request descriptor, in request order.
-    pub statuses: Vec<DescriptorStatus>,
+    pub statuses: Statuses,
     /// `RateLimit-*` headers, only when enabled in [`crate::LimiterSettings`].
     pub response_headers_to_add: Vec<Header>,
     /// The `dynamic_metadata` struct, only when enabled in [`crate::LimiterSettings`].
     pub dynamic_metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The statuses of a response, one per request descriptor: a slice to read, kept inline
+/// for the usual handful of descriptors so that deciding a request allocates nothing here.
+///
+/// ```
+/// use ratelimit_core::{Code, DescriptorStatus, Statuses};
+///
+/// let s: Statuses = vec![DescriptorStatus::default(); 2].into();
+/// assert_eq!((s.len(), s[1].code), (2, Code::Unknown));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Statuses(smallvec::SmallVec<[DescriptorStatus; STATUSES_INLINE]>);
+
+/// Statuses held without a heap allocation.
+const STATUSES_INLINE: usize = 1;
+
+impl Statuses {
+    /// Empty, with room for `n` statuses.
+    pub fn with_capacity(n: usize) -> Self {
+        Statuses(smallvec::SmallVec::with_capacity(n))
+    }
+
+    /// Appends a status.
+    pub fn push(&mut self, s: DescriptorStatus) {
+        self.0.push(s);
+    }
+
+    /// The statuses as a `Vec`.
+    pub fn into_vec(self) -> Vec<DescriptorStatus> {
+        self.0.into_vec()
+    }
+}
+
+impl std::ops::Deref for Statuses {
+    type Target = [DescriptorStatus];
+    fn deref(&self) -> &[DescriptorStatus] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Statuses {
+    fn deref_mut(&mut self) -> &mut [DescriptorStatus] {
+        &mut self.0
+    }
+}
+
+impl From<Vec<DescriptorStatus>> for Statuses {
+    fn from(v: Vec<DescriptorStatus>) -> Self {
+        Statuses(smallvec::SmallVec::from_vec(v))
+    }
+}
+
+impl FromIterator<DescriptorStatus> for Statuses {
+    fn from_iter<I: IntoIterator<Item = DescriptorStatus>>(iter: I) -> Self {
+        Statuses(iter.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Statuses {
+    type Item = DescriptorStatus;
+    type IntoIter = StatusesIntoIter;
+    fn into_iter(self) -> Self::IntoIter {
+        StatusesIntoIter(self.0.into_iter())
+    }
+}
+
+/// The owning iterator of [`Statuses`] (a wrapper, so the inline storage stays private).
+#[derive(Debug)]
+pub struct StatusesIntoIter(smallvec::IntoIter<[DescriptorStatus; STATUSES_INLINE]>);
+
+impl Iterator for StatusesIntoIter {
+    type Item = DescriptorStatus;
+    fn next(&mut self) -> Option<DescriptorStatus> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for StatusesIntoIter {}
+
+impl<'a> IntoIterator for &'a Statuses {
+    type Item = &'a DescriptorStatus;
+    type IntoIter = std::slice::Iter<'a, DescriptorStatus>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
 }
