@@ -1,6 +1,6 @@
 //! The embedding facade: rules + store + clock, with rules swapped atomically.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -32,8 +32,8 @@ struct Buffers {
 }
 
 thread_local! {
-    static BUFFERS: Cell<Buffers> = const {
-        Cell::new(Buffers {
+    static BUFFERS: RefCell<Buffers> = const {
+        RefCell::new(Buffers {
             scratch: String::new(),
             batch: Vec::new(),
             window: (u64::MAX, String::new()),
@@ -353,10 +353,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         if let Some(r) = self.should_rate_limit_now(req) {
             return r;
         }
-        let mut bufs = BUFFERS.with(Cell::take);
+        let mut bufs = BUFFERS
+            .with(|b| b.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)))
+            .unwrap_or_default();
         // Boxed so that this future stays small for the in-process path above.
         let r = Box::pin(self.decide_request(req, &mut bufs)).await;
-        BUFFERS.with(|b| b.set(bufs));
+        BUFFERS.with(|b| {
+            if let Ok(mut b) = b.try_borrow_mut() {
+                *b = bufs;
+            }
+        });
         self.count_error(&r);
         r
     }
@@ -388,9 +394,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         if !in_process {
             return None;
         }
-        let mut bufs = BUFFERS.with(Cell::take);
-        let r = self.decide_now(req, &mut bufs);
-        BUFFERS.with(|b| b.set(bufs));
+        // Borrowed in place: nothing here awaits, so no other request on this thread can
+        // want them meanwhile (a store calling back into the limiter gets fresh ones).
+        let r = BUFFERS.with(|b| match b.try_borrow_mut() {
+            Ok(mut bufs) => self.decide_now(req, &mut bufs),
+            Err(_) => self.decide_now(req, &mut Buffers::default()),
+        });
         self.count_error(&r);
         Some(r)
     }
@@ -412,14 +421,19 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// What every decision checks first: a domain, descriptors and loaded rules; then the
     /// time it is made at.
     fn start(&self, req: &Request) -> Result<(Arc<RuleSet>, u64), Error> {
+        Self::check(req)?;
+        let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
+        Ok((rules, self.clock.now()))
+    }
+
+    fn check(req: &Request) -> Result<(), Error> {
         if req.domain.is_empty() {
             return Err(Error::EmptyDomain);
         }
         if req.descriptors.is_empty() {
             return Err(Error::EmptyDescriptors);
         }
-        let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
-        Ok((rules, self.clock.now()))
+        Ok(())
     }
 
     async fn decide_request(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
@@ -477,9 +491,14 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// boxed and the plan stays on the stack instead of in a future. Only used when no
     /// setting needs a second store round trip (reading before counting, refunds).
     fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
-        let (rules, now) = self.start(req)?;
+        Self::check(req)?;
+        // A guard, not a counted reference: no reference-count traffic on the rules,
+        // and nothing here outlives the call.
+        let guard = self.rules.load();
+        let rules = guard.as_ref().ok_or(Error::NoConfig)?;
+        let now = self.clock.now();
         let mut p = Plan::default();
-        if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
+        if let Some(resp) = self.plan(req, rules, now, bufs, &mut p) {
             return Ok(resp);
         }
         let batch = &bufs.batch[..p.increments];
