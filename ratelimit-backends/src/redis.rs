@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use fred::interfaces::LuaInterface;
 use fred::prelude::*;
 use fred::types::config::{Server, TlsConfig, TlsHostMapping};
 use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
@@ -326,36 +327,22 @@ impl Instance {
         }
     }
 
+    /// Upstream's `INCRBY key hits` + `EXPIRE key ttl` per descriptor, as one script call:
+    /// Redis ends in the same state, but the client sends and Redis answers one command
+    /// instead of two (fred writes each command of a pipeline with its own syscall).
     async fn increment(&self, items: &[&Increment]) -> Result<Vec<u64>, StoreError> {
-        let pipe = self.pool.next().pipeline();
-        self.run(async {
-            for inc in items {
-                let hits = i64::try_from(inc.hits).unwrap_or(i64::MAX);
-                let ttl = i64::try_from(inc.ttl_seconds).unwrap_or(i64::MAX);
-                let _: () = pipe.incr_by(inc.key.as_str(), hits).await?;
-                let _: () = pipe.expire(inc.key.as_str(), ttl, None).await?;
-            }
-            let values: Vec<Value> = pipe.all().await?;
-            Ok(values)
-        })
-        .await
-        .and_then(|values| {
-            if values.len() != items.len() * 2 {
-                return Err(err(format!(
-                    "redis answered {} values for {} commands",
-                    values.len(),
-                    items.len() * 2
-                )));
-            }
-            values
-                .iter()
-                .step_by(2)
-                .map(|v| match v.as_i64() {
-                    Some(n) => Ok(n.max(0) as u64),
-                    None => Err(err(format!("INCRBY answered {v:?}"))),
-                })
-                .collect()
-        })
+        let client = self.pool.next();
+        let values = if let [inc] = items {
+            vec![self.run(incr_expire(client, inc)).await?]
+        } else {
+            // Sent side by side, they still share the connection's writes when queued
+            // together.
+            self.run(futures_util::future::try_join_all(
+                items.iter().map(|inc| incr_expire(client, inc)),
+            ))
+            .await?
+        };
+        Ok(values.into_iter().map(|n| n.max(0) as u64).collect())
     }
 
     async fn get(&self, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
@@ -385,6 +372,34 @@ impl Instance {
             Ok(())
         })
         .await
+    }
+}
+
+/// The script behind [`Instance::increment`]: it returns the count after the increment.
+const INCR_EXPIRE: &str = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
+                           redis.call('EXPIRE', KEYS[1], ARGV[2]) return n";
+
+/// The script's SHA-1, by which it is called once Redis knows it.
+static INCR_EXPIRE_SHA: std::sync::LazyLock<fred::bytes_utils::Str> =
+    std::sync::LazyLock::new(|| fred::util::sha1_hash(INCR_EXPIRE).into());
+
+/// One increment: `EVALSHA`, or `EVAL` when this Redis does not know the script yet (a
+/// fresh or restarted server, a failover, `SCRIPT FLUSH`), which also teaches it.
+async fn incr_expire(client: &Client, inc: &Increment) -> Result<i64, Error> {
+    let args = [
+        i64::try_from(inc.hits).unwrap_or(i64::MAX),
+        i64::try_from(inc.ttl_seconds).unwrap_or(i64::MAX),
+    ];
+    let key = inc.key.as_str();
+    match client
+        .evalsha::<i64, _, _, _>(INCR_EXPIRE_SHA.clone(), key, args.to_vec())
+        .await
+    {
+        // NOSCRIPT means nothing ran, so sending the script itself cannot count twice.
+        Err(e) if e.details().starts_with("NOSCRIPT") => {
+            client.eval(INCR_EXPIRE, key, args.to_vec()).await
+        }
+        r => r,
     }
 }
 

@@ -95,6 +95,34 @@ async fn keys_and_ttls_match_upstream_with_and_without_prefix() {
     );
 }
 
+/// Counting runs as one script call: a Redis that forgot the script (restart, failover,
+/// `SCRIPT FLUSH`) is sent the script itself, and nothing is counted twice or lost.
+#[tokio::test]
+async fn counting_survives_a_flushed_script_cache() {
+    let r = servers::redis();
+    let store = redis_store(settings(r.port)).await;
+    let l = limiter(store, 1234, "", 0).await;
+    let one = Request::new("domain", vec![Descriptor::new([("m", "a")])]);
+    let two = Request::new(
+        "domain",
+        vec![
+            Descriptor::new([("m", "a")]),
+            Descriptor::new([("key", "b")]),
+        ],
+    );
+    l.should_rate_limit(&one).await.unwrap();
+    assert_eq!(redis_cli(r.port, &["SCRIPT", "FLUSH"]), "OK");
+    l.should_rate_limit(&one).await.unwrap();
+    assert_eq!(redis_cli(r.port, &["SCRIPT", "FLUSH"]), "OK");
+    let resp = l.should_rate_limit(&two).await.unwrap();
+    assert_eq!(redis_cli(r.port, &["GET", "domain_m_a_1200"]), "3");
+    assert_eq!(redis_cli(r.port, &["GET", "domain_key_b_1234"]), "1");
+    assert_eq!(resp.statuses[0].limit_remaining, 2);
+    assert_eq!(resp.statuses[1].limit_remaining, 4);
+    // The TTL is set as upstream's EXPIRE sets it: a minute, no jitter configured.
+    assert!((58..=60).contains(&ttl(r.port, "domain_m_a_1200")));
+}
+
 #[tokio::test]
 async fn second_limits_go_to_the_per_second_instance() {
     let main = servers::redis();

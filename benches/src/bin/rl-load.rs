@@ -11,10 +11,18 @@
 //! Open loop (`--rate`): each stream owns every `streams`-th slot of a fixed schedule and
 //! latency is measured from the slot's scheduled time, not from when the request was
 //! actually sent, so a stalled server shows up in the percentiles (no coordinated omission).
-//! tokio's timer wakes up to 1 ms late, which that measure includes; the `send_*` columns
+//! A pacer thread hands out the slots: it wakes every [`PACE`] and releases every slot that
+//! is due, so a request leaves at most about that late (tokio's timer alone rounds to 1 ms,
+//! which released the slots of a whole millisecond as one burst). The `send_*` columns
 //! measure from the actual send instead (the service time, as a closed loop sees it).
 
 use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+/// How often the pacer releases due slots: short enough that slots leave close to their
+/// time, long enough that the pacer costs the shared cores next to nothing.
+const PACE: Duration = Duration::from_micros(100);
 
 use hdrhistogram::Histogram;
 use ratelimit_server::pb::rls;
@@ -238,29 +246,31 @@ async fn stream(
     idx: u64,
     mut conn: Conn,
     start: Instant,
+    mut slots: Option<mpsc::UnboundedReceiver<(u64, Instant)>>,
 ) -> (Histogram<u64>, Histogram<u64>, Tally) {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
     let mut sent_hist = hist.clone();
     let mut tally = Tally::default();
     let mut k: u64 = 0;
     loop {
-        let seq = k * o.streams + idx;
-        if o.count.is_some_and(|c| seq >= c) {
-            break;
-        }
-        let scheduled = match o.rate {
-            Some(r) => {
-                let at = start + Duration::from_secs_f64(seq as f64 / r);
-                tokio::time::sleep_until(at.into()).await;
-                at
+        let (seq, scheduled) = match &mut slots {
+            // The pacer ends the run by closing the channel.
+            Some(rx) => match rx.recv().await {
+                Some(slot) => slot,
+                None => break,
+            },
+            None => {
+                let seq = k * o.streams + idx;
+                if o.count.is_some_and(|c| seq >= c) {
+                    break;
+                }
+                let now = Instant::now();
+                if o.duration.is_some_and(|d| now.duration_since(start) >= d) {
+                    break;
+                }
+                (seq, now)
             }
-            None => Instant::now(),
         };
-        if o.duration
-            .is_some_and(|d| scheduled.duration_since(start) >= d)
-        {
-            break;
-        }
         let sent = Instant::now();
         let outcome = match &mut conn {
             Conn::Grpc(c) => match c.should_rate_limit(grpc_request(&o, seq)).await {
@@ -323,10 +333,24 @@ async fn run(o: Opts) {
         });
     }
     let start = Instant::now();
+    let mut receivers = Vec::new();
+    if let Some(rate) = o.rate {
+        let mut senders = Vec::new();
+        for _ in 0..o.streams {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.push(tx);
+            receivers.push(Some(rx));
+        }
+        let (count, duration) = (o.count, o.duration);
+        std::thread::spawn(move || pace(rate, start, count, duration, senders));
+    } else {
+        receivers.resize_with(conns.len(), || None);
+    }
     let tasks: Vec<_> = conns
         .into_iter()
+        .zip(receivers)
         .enumerate()
-        .map(|(i, c)| tokio::spawn(stream(o.clone(), i as u64, c, start)))
+        .map(|(i, (c, rx))| tokio::spawn(stream(o.clone(), i as u64, c, start, rx)))
         .collect();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
     let mut sent_hist = hist.clone();
@@ -364,6 +388,41 @@ async fn run(o: Opts) {
         send_us(0.99),
         send_us(0.999),
     );
+}
+
+/// Releases the open-loop schedule: slot `seq` is due at `start + seq / rate` and goes to
+/// stream `seq % streams`, whatever that stream is doing (a busy stream's slots wait in its
+/// queue, and that wait counts in the latency from the schedule).
+fn pace(
+    rate: f64,
+    start: Instant,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    senders: Vec<mpsc::UnboundedSender<(u64, Instant)>>,
+) {
+    let streams = senders.len() as u64;
+    let mut seq = 0u64;
+    loop {
+        let now = Instant::now();
+        loop {
+            if count.is_some_and(|c| seq >= c) {
+                return;
+            }
+            let at = start + Duration::from_secs_f64(seq as f64 / rate);
+            if duration.is_some_and(|d| at.duration_since(start) >= d) {
+                return;
+            }
+            if at > now {
+                break;
+            }
+            // A closed channel means the runtime is gone: nothing left to pace.
+            if senders[(seq % streams) as usize].send((seq, at)).is_err() {
+                return;
+            }
+            seq += 1;
+        }
+        std::thread::sleep(PACE);
+    }
 }
 
 fn main() {
