@@ -375,13 +375,14 @@ impl Instance {
     }
 }
 
-/// The script behind [`Instance::increment`]: it returns the count after the increment.
-const INCR_EXPIRE: &str = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
+/// How the store counts one descriptor: upstream's `INCRBY` + `EXPIRE` as one script, which
+/// returns the count after the increment.
+pub const INCR_EXPIRE: &str = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
                            redis.call('EXPIRE', KEYS[1], ARGV[2]) return n";
 
-/// The script's SHA-1, by which it is called once Redis knows it.
-static INCR_EXPIRE_SHA: std::sync::LazyLock<fred::bytes_utils::Str> =
-    std::sync::LazyLock::new(|| fred::util::sha1_hash(INCR_EXPIRE).into());
+/// The script's SHA-1, by which it is called once Redis knows it (a test has Redis check
+/// it: `SCRIPT LOAD` answers the same digest).
+pub const INCR_EXPIRE_SHA: &str = "287cb6bf0e4d68a40a2c6fb8db0c6a957bc3f3b8";
 
 /// One increment: `EVALSHA`, or `EVAL` when this Redis does not know the script yet (a
 /// fresh or restarted server, a failover, `SCRIPT FLUSH`), which also teaches it.
@@ -392,7 +393,11 @@ async fn incr_expire(client: &Client, inc: &Increment) -> Result<i64, Error> {
     ];
     let key = inc.key.as_str();
     match client
-        .evalsha::<i64, _, _, _>(INCR_EXPIRE_SHA.clone(), key, args.to_vec())
+        .evalsha::<i64, _, _, _>(
+            fred::bytes_utils::Str::from_static(INCR_EXPIRE_SHA),
+            key,
+            args.to_vec(),
+        )
         .await
     {
         // NOSCRIPT means nothing ran, so sending the script itself cannot count twice.

@@ -121,6 +121,14 @@ async fn counting_survives_a_flushed_script_cache() {
     assert_eq!(resp.statuses[1].limit_remaining, 4);
     // The TTL is set as upstream's EXPIRE sets it: a minute, no jitter configured.
     assert!((58..=60).contains(&ttl(r.port, "domain_m_a_1200")));
+    // The digest the store calls the script by is the one Redis computes for it.
+    assert_eq!(
+        redis_cli(
+            r.port,
+            &["SCRIPT", "LOAD", ratelimit_backends::redis::INCR_EXPIRE]
+        ),
+        ratelimit_backends::redis::INCR_EXPIRE_SHA
+    );
 }
 
 #[tokio::test]
