@@ -17,9 +17,10 @@ const SPARE_KEYS: usize = 64;
 const SPARE_KEY_BYTES: usize = 1024;
 
 /// Buffers reused by the requests decided on one thread, so that a steady-state decision
-/// allocates neither the rule-lookup scratch nor its cache keys. A request moves them out
-/// for its whole duration (so the future stays `Send` and concurrent requests on one thread
-/// never share them) and puts them back at the end; one dropped midway just loses them.
+/// allocates neither the rule-lookup scratch nor its cache keys. An async request moves them
+/// out for its whole duration (so the future stays `Send` and concurrent requests on one
+/// thread never share them) and puts them back at the end; one dropped midway just loses
+/// them. A synchronous decision borrows them in place.
 #[derive(Default)]
 struct Buffers {
     scratch: String,
@@ -237,7 +238,6 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
     }
 }
 
-/// What one descriptor resolved to before the store is asked.
 /// The counters one request touches. Filled in place by [`Limiter::plan`]: with the
 /// inline buffers it is several hundred bytes, and moving it around cost more than the
 /// allocations the buffers save.
@@ -272,6 +272,7 @@ fn trim(bufs: &mut Buffers) {
     }
 }
 
+/// What one descriptor resolved to before the store is asked.
 enum Target<'a> {
     NoLimit,
     Unlimited,
