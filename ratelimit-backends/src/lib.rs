@@ -18,6 +18,8 @@ pub use memory::MemoryStore;
 
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
+mod redis_mux;
 
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::redis_mux::{self, Mux, Reply, Target as MuxTarget};
 use async_trait::async_trait;
 use fred::interfaces::LuaInterface;
 use fred::prelude::*;
@@ -127,6 +128,10 @@ struct Instance {
     pool: Pool,
     slots: Semaphore,
     settings: RedisSettings,
+    /// Counting on a single plain-text Redis goes through our own multiplexed connection,
+    /// whose writes carry every call queued meanwhile (`redis_mux`); everything else, and
+    /// counting on TLS, Sentinel and Cluster, goes through fred.
+    mux: Option<Mux>,
 }
 
 /// The Redis [`CounterStore`].
@@ -233,10 +238,21 @@ impl Instance {
         loop {
             match Instance::try_connect(&config, &settings).await {
                 Ok(pool) => {
+                    let mux =
+                        (settings.kind == RedisKind::Single && settings.tls.is_none()).then(|| {
+                            let (user, password) = split_auth(&settings.auth);
+                            Mux::start(MuxTarget {
+                                addr: settings.url.clone(),
+                                unix: settings.socket_type == SocketType::Unix,
+                                auth: user.into_iter().chain(password).collect(),
+                                timeout: settings.timeout,
+                            })
+                        });
                     return Ok(Instance {
                         slots: Semaphore::new(settings.pool_size.max(1) * REQUESTS_PER_CONNECTION),
                         pool,
                         settings,
+                        mux,
                     });
                 }
                 Err(e) => {
@@ -331,6 +347,18 @@ impl Instance {
     /// Redis ends in the same state, but the client sends and Redis answers one command
     /// instead of two (fred writes each command of a pipeline with its own syscall).
     async fn increment(&self, items: &[&Increment]) -> Result<Vec<u64>, StoreError> {
+        if let Some(mux) = &self.mux {
+            let values = if let [inc] = items {
+                vec![self.run(incr_expire_mux(mux, inc)).await?]
+            } else {
+                // Queued side by side, they leave in one write.
+                self.run(futures_util::future::try_join_all(
+                    items.iter().map(|inc| incr_expire_mux(mux, inc)),
+                ))
+                .await?
+            };
+            return Ok(values.into_iter().map(|n| n.max(0) as u64).collect());
+        }
         let client = self.pool.next();
         let values = if let [inc] = items {
             vec![self.run(incr_expire(client, inc)).await?]
@@ -383,6 +411,41 @@ pub const INCR_EXPIRE: &str = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) 
 /// The script's SHA-1, by which it is called once Redis knows it (a test has Redis check
 /// it: `SCRIPT LOAD` answers the same digest).
 pub const INCR_EXPIRE_SHA: &str = "287cb6bf0e4d68a40a2c6fb8db0c6a957bc3f3b8";
+
+/// [`incr_expire`] over our own connection.
+async fn incr_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
+    let (hits, ttl) = (
+        i64::try_from(inc.hits).unwrap_or(i64::MAX).to_string(),
+        i64::try_from(inc.ttl_seconds)
+            .unwrap_or(i64::MAX)
+            .to_string(),
+    );
+    let key = inc.key.as_bytes();
+    let send = |command: &[u8], script: &[u8]| {
+        let mut frame = Vec::with_capacity(64 + key.len() + script.len());
+        redis_mux::encode(
+            &mut frame,
+            &[command, script, b"1", key, hits.as_bytes(), ttl.as_bytes()],
+        );
+        mux.call(frame)
+    };
+    let io = |e: String| Error::new(fred::error::ErrorKind::IO, e);
+    let mut reply = send(b"EVALSHA", INCR_EXPIRE_SHA.as_bytes())
+        .await
+        .map_err(io)?;
+    if matches!(&reply, Reply::Error(e) if e.starts_with("NOSCRIPT")) {
+        // Nothing ran: sending the script itself cannot count twice.
+        reply = send(b"EVAL", INCR_EXPIRE.as_bytes()).await.map_err(io)?;
+    }
+    match reply {
+        Reply::Int(n) => Ok(n),
+        Reply::Error(e) => Err(Error::new(fred::error::ErrorKind::Unknown, e)),
+        Reply::Other => Err(Error::new(
+            fred::error::ErrorKind::Protocol,
+            "the counting script answered something other than an integer",
+        )),
+    }
+}
 
 /// One increment: `EVALSHA`, or `EVAL` when this Redis does not know the script yet (a
 /// fresh or restarted server, a failover, `SCRIPT FLUSH`), which also teaches it.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratelimit_backends::RedisStore;
-use ratelimit_backends::redis::{RedisKind, RedisSettings, StartupBackoff};
+use ratelimit_backends::redis::{RedisKind, RedisSettings, SocketType, StartupBackoff};
 use ratelimit_core::{Code, Descriptor, Limiter, LimiterSettings, ManualClock, Request};
 
 use crate::conformance::redis_store;
@@ -129,6 +129,59 @@ async fn counting_survives_a_flushed_script_cache() {
         ),
         ratelimit_backends::redis::INCR_EXPIRE_SHA
     );
+}
+
+/// Counting authenticates like everything else (`REDIS_AUTH` as `user:password`), over
+/// TCP and over a Unix socket. The default user here may not run scripts, so a count that
+/// went through unauthenticated would fail.
+#[tokio::test]
+async fn counting_authenticates_over_tcp_and_a_unix_socket() {
+    let dir = servers::temp_dir("redis-auth");
+    let sock = dir.join("redis.sock");
+    let port = servers::free_port();
+    let _r = servers::redis_on(
+        port,
+        &[
+            "--unixsocket",
+            sock.to_str().unwrap(),
+            "--unixsocketperm",
+            "700",
+            "--user",
+            "default",
+            "on",
+            "nopass",
+            "~*",
+            "&*",
+            "+@all",
+            "-evalsha",
+            "-eval",
+            "--user",
+            "alice",
+            "on",
+            ">wonderland",
+            "~*",
+            "&*",
+            "+@all",
+        ],
+    );
+    assert!(redis_cli(port, &["EVAL", "return 1", "0"]).contains("NOPERM"));
+    let req = Request::new("domain", vec![Descriptor::new([("m", "a")])]);
+    for (socket_type, url, expect) in [
+        (SocketType::Tcp, format!("127.0.0.1:{port}"), "1"),
+        (SocketType::Unix, sock.to_str().unwrap().to_owned(), "2"),
+    ] {
+        let store = redis_store(RedisSettings {
+            socket_type,
+            url,
+            auth: "alice:wonderland".into(),
+            ..settings(port)
+        })
+        .await;
+        let l = limiter(store, 1234, "", 0).await;
+        let resp = l.should_rate_limit(&req).await.unwrap();
+        assert_eq!(resp.overall_code, Code::Ok);
+        assert_eq!(redis_cli(port, &["GET", "domain_m_a_1200"]), expect);
+    }
 }
 
 #[tokio::test]

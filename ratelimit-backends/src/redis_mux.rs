@@ -1,0 +1,342 @@
+//! One multiplexed Redis connection for the counting commands: every call queued while the
+//! previous write was in flight goes out in the next single write, and replies are matched
+//! to callers in order (Redis answers a connection's commands in the order it got them).
+//!
+//! Why not fred for this: fred flushes its socket whenever its own queue is empty, which
+//! under load is after nearly every command (one `writev` each, measured with strace), so
+//! concurrent decisions never share a write. Everything else (PING, health, `GET`,
+//! refunds, Sentinel, Cluster, TLS) stays on fred; this speaks only plain RESP over TCP or a
+//! Unix socket, with `AUTH` when configured.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+/// A reply, as far as the counting commands need one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `:n`
+    Int(i64),
+    /// `-ERR ...`: the command failed, the connection is fine.
+    Error(String),
+    /// `+OK`, bulk strings, arrays, nil: accepted on the wire, not used by the callers.
+    Other,
+}
+
+type Responder = oneshot::Sender<Result<Reply, String>>;
+
+/// Where and how to connect.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `host:port`, or a socket path when `unix`.
+    pub addr: String,
+    /// A Unix socket rather than TCP.
+    pub unix: bool,
+    /// `AUTH` arguments: `[password]` or `[user, password]`; empty for none.
+    pub auth: Vec<String>,
+    /// Connect bound, and the pause before reconnecting after a failure.
+    pub timeout: Duration,
+}
+
+/// The handle callers use; the connection itself lives in a task.
+#[derive(Debug, Clone)]
+pub struct Mux {
+    calls: mpsc::UnboundedSender<(Vec<u8>, Responder)>,
+}
+
+impl Mux {
+    /// Starts the connection task (it connects on its own, and again after any failure).
+    pub fn start(target: Target) -> Mux {
+        let (calls, rx) = mpsc::unbounded_channel();
+        tokio::spawn(drive(target, rx));
+        Mux { calls }
+    }
+
+    /// Sends one encoded command and waits for its reply. A dropped call (a timeout above)
+    /// leaves the connection in step: the reply is read and discarded.
+    pub async fn call(&self, frame: Vec<u8>) -> Result<Reply, String> {
+        let (tx, rx) = oneshot::channel();
+        self.calls
+            .send((frame, tx))
+            .map_err(|_| "redis connection task is gone".to_owned())?;
+        rx.await.map_err(|_| "redis connection closed".to_owned())?
+    }
+}
+
+/// Appends a RESP array of bulk strings.
+pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    push_header(out, b'*', args.len());
+    for a in args {
+        push_header(out, b'$', a.len());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
+    out.push(kind);
+    out.extend_from_slice(n.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Deepest array nesting accepted: the counting commands get none, and a misbehaving peer
+/// must not recurse this parser into a stack overflow.
+const MAX_DEPTH: usize = 8;
+
+/// Parses one complete reply at the start of `buf`: `Ok(None)` until it is all there, the
+/// reply and its length once it is, an error for bytes that are not RESP.
+pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
+    parse_at(buf, 0)
+}
+
+fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
+    if depth > MAX_DEPTH {
+        return Err("redis sent arrays nested too deep".into());
+    }
+    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let line = &buf[1..end];
+    let after = end + 2;
+    let text = || String::from_utf8_lossy(line).into_owned();
+    let number = || -> Result<i64, String> {
+        std::str::from_utf8(line)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("redis sent a bad number: {:?}", text()))
+    };
+    match buf.first() {
+        Some(b':') => Ok(Some((Reply::Int(number()?), after))),
+        Some(b'-') => Ok(Some((Reply::Error(text()), after))),
+        Some(b'+') => Ok(Some((Reply::Other, after))),
+        Some(b'$') => {
+            let n = number()?;
+            if n < 0 {
+                return Ok(Some((Reply::Other, after)));
+            }
+            // Redis's own ceiling (`proto-max-bulk-len`): anything above is not Redis.
+            if n > 512 * 1024 * 1024 {
+                return Err(format!("redis sent a bulk length of {n}"));
+            }
+            let total = after + n as usize + 2;
+            Ok((buf.len() >= total).then_some((Reply::Other, total)))
+        }
+        Some(b'*') => {
+            let n = number()?;
+            let mut at = after;
+            for _ in 0..n.max(0) {
+                match parse_at(&buf[at..], depth + 1)? {
+                    Some((_, used)) => at += used,
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some((Reply::Other, at)))
+        }
+        _ => Err(format!(
+            "redis sent bytes that are not a reply: {:?}",
+            String::from_utf8_lossy(&buf[..end.min(64)])
+        )),
+    }
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+async fn connect(t: &Target) -> Result<Box<dyn Io>, String> {
+    let io: Box<dyn Io> = if t.unix {
+        Box::new(
+            tokio::net::UnixStream::connect(&t.addr)
+                .await
+                .map_err(|e| format!("redis {}: {e}", t.addr))?,
+        )
+    } else {
+        let s = tokio::net::TcpStream::connect(&t.addr)
+            .await
+            .map_err(|e| format!("redis {}: {e}", t.addr))?;
+        let _ = s.set_nodelay(true);
+        Box::new(s)
+    };
+    let mut io = io;
+    if !t.auth.is_empty() {
+        let mut frame = Vec::new();
+        let mut args: Vec<&[u8]> = vec![b"AUTH"];
+        args.extend(t.auth.iter().map(|a| a.as_bytes()));
+        encode(&mut frame, &args);
+        io.write_all(&frame).await.map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        loop {
+            if let Some((reply, _)) = parse(&buf)? {
+                return match reply {
+                    Reply::Error(e) => Err(format!("redis AUTH: {e}")),
+                    _ => Ok(io),
+                };
+            }
+            let mut chunk = [0u8; 256];
+            let n = io.read(&mut chunk).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("redis closed the connection during AUTH".into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+    Ok(io)
+}
+
+async fn drive(t: Target, mut calls: mpsc::UnboundedReceiver<(Vec<u8>, Responder)>) {
+    // As fred reconnects: 10 ms, doubling to 1 s, for ever.
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let failed = match tokio::time::timeout(t.timeout, connect(&t)).await {
+            Ok(Ok(conn)) => {
+                pause = Duration::from_millis(10);
+                // A failed connection has told its callers; the next one starts afresh.
+                match serve(conn, &mut calls).await {
+                    Ok(()) => return,
+                    Err(e) => e.to_string(),
+                }
+            }
+            Ok(Err(e)) => e,
+            Err(_) => "redis connect timed out".to_owned(),
+        };
+        // Calls queued while no connection is up fail now rather than at their timeout.
+        fail_waiting(&mut calls, &failed);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+fn fail_waiting(calls: &mut mpsc::UnboundedReceiver<(Vec<u8>, Responder)>, e: &str) {
+    while let Ok((_, tx)) = calls.try_recv() {
+        let _ = tx.send(Err(e.to_owned()));
+    }
+}
+
+/// Runs one connection until it fails (`Err`, every caller in flight told) or the store is
+/// dropped (`Ok`).
+async fn serve(
+    conn: Box<dyn Io>,
+    calls: &mut mpsc::UnboundedReceiver<(Vec<u8>, Responder)>,
+) -> io::Result<()> {
+    let (mut rd, mut wr) = tokio::io::split(conn);
+    let mut waiting: VecDeque<Responder> = VecDeque::new();
+    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut inbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let result = loop {
+        tokio::select! {
+            call = calls.recv() => {
+                let Some(first) = call else { break Ok(()) };
+                let mut next = Some(first);
+                // Everything queued meanwhile rides in the same write. A caller that gave
+                // up (its timeout) is not sent: nothing waits for that count any more.
+                while let Some((frame, tx)) = next.take() {
+                    if !tx.is_closed() {
+                        out.extend_from_slice(&frame);
+                        waiting.push_back(tx);
+                    }
+                    if out.len() < 64 * 1024 {
+                        next = calls.try_recv().ok();
+                    }
+                }
+                if out.is_empty() {
+                    continue;
+                }
+                if let Err(e) = wr.write_all(&out).await {
+                    break Err(e);
+                }
+                out.clear();
+            }
+            read = rd.read_buf(&mut inbuf), if !waiting.is_empty() => {
+                match read {
+                    Ok(0) => break Err(io::Error::new(io::ErrorKind::UnexpectedEof, "redis closed the connection")),
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+                let mut at = 0;
+                loop {
+                    match parse(&inbuf[at..]) {
+                        Ok(Some((reply, used))) => {
+                            at += used;
+                            match waiting.pop_front() {
+                                Some(tx) => {
+                                    let _ = tx.send(Ok(reply));
+                                }
+                                None => {
+                                    inbuf.drain(..at);
+                                    return Err(io::Error::other("redis sent a reply nobody asked for"));
+                                }
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let e = io::Error::other(e);
+                            fail_all(&mut waiting, &e);
+                            return Err(e);
+                        }
+                    }
+                }
+                inbuf.drain(..at);
+            }
+        }
+    };
+    if let Err(e) = &result {
+        fail_all(&mut waiting, e);
+    }
+    result
+}
+
+fn fail_all(waiting: &mut VecDeque<Responder>, e: &io::Error) {
+    for tx in waiting.drain(..) {
+        let _ = tx.send(Err(format!("redis connection failed: {e}")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_an_array_of_bulk_strings() {
+        let mut out = Vec::new();
+        encode(&mut out, &[b"INCRBY", b"k", b"12"]);
+        assert_eq!(out, b"*3\r\n$6\r\nINCRBY\r\n$1\r\nk\r\n$2\r\n12\r\n");
+    }
+
+    #[test]
+    fn parses_whole_replies_and_waits_for_partial_ones() {
+        assert_eq!(parse(b":42\r\n").unwrap(), Some((Reply::Int(42), 5)));
+        assert_eq!(parse(b":-3\r\n:1").unwrap(), Some((Reply::Int(-3), 5)));
+        assert_eq!(
+            parse(b"-NOSCRIPT No matching script\r\n").unwrap(),
+            Some((Reply::Error("NOSCRIPT No matching script".into()), 30))
+        );
+        assert_eq!(parse(b"+OK\r\n").unwrap(), Some((Reply::Other, 5)));
+        assert_eq!(parse(b"$3\r\nabc\r\n").unwrap(), Some((Reply::Other, 9)));
+        assert_eq!(parse(b"$-1\r\n").unwrap(), Some((Reply::Other, 5)));
+        assert_eq!(
+            parse(b"*2\r\n:1\r\n$1\r\nx\r\n").unwrap(),
+            Some((Reply::Other, 15))
+        );
+        for partial in [&b""[..], b":4", b":42\r", b"$3\r\nab", b"*2\r\n:1\r\n"] {
+            assert_eq!(parse(partial).unwrap(), None, "{partial:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let deep = "*1\r\n".repeat(20);
+        let huge = format!("${}\r\n", i64::MAX);
+        for bad in [
+            &b"hello\r\n"[..],
+            b":x\r\n",
+            b"$zz\r\n",
+            b"*q\r\n",
+            deep.as_bytes(),
+            huge.as_bytes(),
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
