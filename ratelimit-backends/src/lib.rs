@@ -18,8 +18,10 @@ pub use memory::MemoryStore;
 
 #[cfg(feature = "redis")]
 pub mod redis;
+/// Our own RESP connection for counting; public only for the fuzz target.
 #[cfg(feature = "redis")]
-mod redis_mux;
+#[doc(hidden)]
+pub mod redis_mux;
 
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
