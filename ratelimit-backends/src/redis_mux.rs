@@ -99,7 +99,10 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
     let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
         return Ok(None);
     };
-    let line = &buf[1..end];
+    // An empty line has no type byte (found by the fuzz target: it used to panic here).
+    let Some(line) = buf.get(1..end) else {
+        return Err("redis sent an empty line".into());
+    };
     let after = end + 2;
     let text = || String::from_utf8_lossy(line).into_owned();
     let number = || -> Result<i64, String> {
@@ -376,6 +379,7 @@ mod tests {
             b":x\r\n",
             b"$zz\r\n",
             b"*q\r\n",
+            b"\r\n",
             deep.as_bytes(),
             huge.as_bytes(),
         ] {
