@@ -9,6 +9,10 @@
 //! re-resolved in the background; connections are plain TCP or TLS (`MEMCACHE_TLS*`).
 
 mod proto;
+
+/// What a node may send back, for the fuzz target (`memcached_reply`).
+#[doc(hidden)]
+pub use proto::check_replies;
 mod srv;
 
 use std::future::Future;
