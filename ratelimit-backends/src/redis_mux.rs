@@ -370,6 +370,54 @@ mod tests {
         );
     }
 
+    /// A call queued behind a slow write whose caller gives up meanwhile is never sent;
+    /// the calls around it are sent and answered in order.
+    #[tokio::test]
+    async fn a_call_given_up_before_its_write_is_not_sent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mux = Mux::start(Target {
+            addr: listener.local_addr().unwrap().to_string(),
+            unix: false,
+            auth: Vec::new(),
+            timeout: Duration::from_secs(5),
+        });
+        let (mut redis, _) = listener.accept().await.unwrap();
+        let frame = |args: &[&[u8]]| {
+            let mut f = Vec::new();
+            encode(&mut f, args);
+            f
+        };
+        // Far more than loopback's socket buffers hold: with the peer not reading, the
+        // write of this call blocks, and later calls queue behind it.
+        let big = vec![b'x'; 32 << 20];
+        let first = tokio::spawn({
+            let (mux, f) = (mux.clone(), frame(&[b"SET", b"big", &big]));
+            async move { mux.call(f).await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(100),
+            mux.call(frame(&[b"INCRBY", b"gave-up", b"1"])),
+        )
+        .await;
+        assert!(gave_up.is_err(), "{gave_up:?}");
+        let last = tokio::spawn({
+            let (mux, f) = (mux.clone(), frame(&[b"INCRBY", b"waits", b"1"]));
+            async move { mux.call(f).await }
+        });
+        let mut got = Vec::new();
+        let mut chunk = vec![0u8; 1 << 16];
+        while !got.ends_with(b"$5\r\nwaits\r\n$1\r\n1\r\n") {
+            let n = redis.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the mux closed the connection");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        assert!(!got.windows(7).any(|w| w == b"gave-up"));
+        redis.write_all(b":1\r\n:2\r\n").await.unwrap();
+        assert_eq!(first.await.unwrap(), Ok(Reply::Int(1)));
+        assert_eq!(last.await.unwrap(), Ok(Reply::Int(2)));
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         let deep = "*1\r\n".repeat(20);
