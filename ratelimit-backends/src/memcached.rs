@@ -31,8 +31,9 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tokio_rustls::TlsConnector;
 
+use crate::Io;
 pub use crate::client_tls::ClientTls as MemcachedTls;
-use proto::{Conn, Io, Reply};
+use proto::{Conn, Reply};
 use srv::SrvResolver;
 pub use srv::valid_srv_name;
 

@@ -141,10 +141,7 @@ impl CounterStore for MemoryStore {
         batch: &[Increment],
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
-        for (inc, out) in batch.iter().zip(counts.iter_mut()) {
-            *out = self.increment_one(now, inc);
-        }
-        Ok(())
+        self.increment_now(now, batch, counts).unwrap_or(Ok(()))
     }
 
     fn counts_in_process(&self) -> bool {

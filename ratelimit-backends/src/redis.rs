@@ -347,30 +347,24 @@ impl Instance {
     /// Redis ends in the same state, but the client sends and Redis answers one command
     /// instead of two (fred writes each command of a pipeline with its own syscall).
     async fn increment(&self, items: &[&Increment]) -> Result<Vec<u64>, StoreError> {
-        if let Some(mux) = &self.mux {
-            let values = if let [inc] = items {
-                vec![self.run(incr_expire_mux(mux, inc)).await?]
-            } else {
-                // Queued side by side, they leave in one write.
-                self.run(futures_util::future::try_join_all(
-                    items.iter().map(|inc| incr_expire_mux(mux, inc)),
-                ))
-                .await?
-            };
-            return Ok(values.into_iter().map(|n| n.max(0) as u64).collect());
-        }
-        let client = self.pool.next();
         let values = if let [inc] = items {
-            vec![self.run(incr_expire(client, inc)).await?]
+            vec![self.run(self.count(inc)).await?]
         } else {
-            // Sent side by side, they still share the connection's writes when queued
-            // together.
+            // Queued side by side, they share the connection's writes.
             self.run(futures_util::future::try_join_all(
-                items.iter().map(|inc| incr_expire(client, inc)),
+                items.iter().map(|inc| self.count(inc)),
             ))
             .await?
         };
         Ok(values.into_iter().map(|n| n.max(0) as u64).collect())
+    }
+
+    /// One descriptor's script call, over our own connection where there is one.
+    async fn count(&self, inc: &Increment) -> Result<i64, Error> {
+        match &self.mux {
+            Some(mux) => incr_expire_mux(mux, inc).await,
+            None => incr_expire(self.pool.next(), inc).await,
+        }
     }
 
     async fn get(&self, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
@@ -412,14 +406,14 @@ pub const INCR_EXPIRE: &str = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) 
 /// it: `SCRIPT LOAD` answers the same digest).
 pub const INCR_EXPIRE_SHA: &str = "287cb6bf0e4d68a40a2c6fb8db0c6a957bc3f3b8";
 
+/// `ARGV` of the script: the hits and the TTL (Redis integers are signed).
+fn script_args(inc: &Increment) -> [i64; 2] {
+    [inc.hits, inc.ttl_seconds].map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
 /// [`incr_expire`] over our own connection.
 async fn incr_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
-    let (hits, ttl) = (
-        i64::try_from(inc.hits).unwrap_or(i64::MAX).to_string(),
-        i64::try_from(inc.ttl_seconds)
-            .unwrap_or(i64::MAX)
-            .to_string(),
-    );
+    let [hits, ttl] = script_args(inc).map(|n| n.to_string());
     let key = inc.key.as_bytes();
     let send = |command: &[u8], script: &[u8]| {
         let mut frame = Vec::with_capacity(64 + key.len() + script.len());
@@ -450,10 +444,7 @@ async fn incr_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
 /// One increment: `EVALSHA`, or `EVAL` when this Redis does not know the script yet (a
 /// fresh or restarted server, a failover, `SCRIPT FLUSH`), which also teaches it.
 async fn incr_expire(client: &Client, inc: &Increment) -> Result<i64, Error> {
-    let args = [
-        i64::try_from(inc.hits).unwrap_or(i64::MAX),
-        i64::try_from(inc.ttl_seconds).unwrap_or(i64::MAX),
-    ];
+    let args = script_args(inc);
     let key = inc.key.as_str();
     match client
         .evalsha::<i64, _, _, _>(

@@ -12,7 +12,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::Io;
 use tokio::sync::{mpsc, oneshot};
 
 /// A reply, as far as the counting commands need one.
@@ -164,9 +166,6 @@ pub fn check_parse(data: &[u8]) -> usize {
     }
     replies
 }
-
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 async fn connect(t: &Target) -> Result<Box<dyn Io>, String> {
     let io: Box<dyn Io> = if t.unix {
@@ -356,14 +355,9 @@ mod tests {
     /// The committed cargo-fuzz corpus of `redis_reply`, replayed on stable.
     #[test]
     fn fuzz_corpus_replays() {
-        let dir =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/redis_reply");
-        let mut files = 0;
-        let mut replies = 0;
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            replies += check_parse(&std::fs::read(entry.unwrap().path()).unwrap());
-            files += 1;
-        }
+        let corpus = crate::fuzz_corpus("redis_reply");
+        let files = corpus.len();
+        let replies: usize = corpus.iter().map(|d| check_parse(d)).sum();
         assert!(
             files >= 5 && replies >= 5,
             "{files} files, {replies} replies"

@@ -14,10 +14,6 @@ const MAX_LINE: usize = 1024;
 /// refused rather than buffered.
 const MAX_VALUE: usize = 64 * 1024;
 
-/// A byte stream a connection can run on.
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
-
 /// The reply to one `incr`, `decr` or `add`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
@@ -289,14 +285,9 @@ mod tests {
     /// The committed cargo-fuzz corpus of `memcached_reply`, replayed on stable.
     #[test]
     fn fuzz_corpus_replays() {
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../fuzz/corpus/memcached_reply");
-        let mut files = 0;
-        let mut answered = 0;
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            answered += check_replies(&std::fs::read(entry.unwrap().path()).unwrap());
-            files += 1;
-        }
+        let corpus = crate::fuzz_corpus("memcached_reply");
+        let files = corpus.len();
+        let answered: usize = corpus.iter().map(|d| check_replies(d)).sum();
         assert!(
             files >= 4 && answered >= 3,
             "{files} files, {answered} answers"
