@@ -27,6 +27,7 @@ pub fn near_limit_threshold(requests_per_unit: u32, ratio: f32) -> u64 {
 
 /// Decides one descriptor given the counter value `after` this request's `hits` were added.
 /// `from_local_cache` means the key was known to be over the limit and the store was skipped.
+#[inline] // its two results are built in the caller's frame instead of copied out
 pub fn decide(
     limit: &LimitSpec<'_>,
     after: u64,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use arc_swap::ArcSwapOption;
+use arc_swap::cache::Cache;
 use smallvec::SmallVec;
 
 /// Descriptors per request kept inline before spilling to the heap.
@@ -30,7 +31,16 @@ struct Buffers {
     /// The last window start written into a key, and its digits: windows change once a
     /// unit, so formatting the number again each request is wasted work.
     window: (u64, String),
+    /// A key grew past [`SPARE_KEY_BYTES`]: the next trim has increments to drop.
+    oversized: bool,
+    /// The rules of the limiter this thread decided for last. Checking that they are
+    /// still current is one relaxed load, where an arc-swap guard costs a handful of
+    /// atomics per decision. It holds those rules alive until this thread decides again
+    /// (or exits): one rule set per thread at most.
+    rules: Option<RulesCache>,
 }
+
+type RulesCache = Cache<Arc<ArcSwapOption<RuleSet>>, Option<Arc<RuleSet>>>;
 
 thread_local! {
     static BUFFERS: RefCell<Buffers> = const {
@@ -38,6 +48,8 @@ thread_local! {
             scratch: String::new(),
             batch: Vec::new(),
             window: (u64::MAX, String::new()),
+            oversized: false,
+            rules: None,
         })
     };
 }
@@ -163,7 +175,9 @@ impl Error {
 /// assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
 /// ```
 pub struct Limiter<S, C> {
-    rules: ArcSwapOption<RuleSet>,
+    /// Shared with the threads' rule caches (see [`Buffers`]), which tell limiters apart
+    /// by this allocation.
+    rules: Arc<ArcSwapOption<RuleSet>>,
     local_cache: Option<LocalCache>,
     store: S,
     clock: C,
@@ -212,7 +226,7 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
     pub fn build(self) -> Result<Limiter<S, C>, ConfigError> {
         let stats = self.stats.unwrap_or_default();
         let limiter = Limiter {
-            rules: ArcSwapOption::empty(),
+            rules: Arc::new(ArcSwapOption::empty()),
             local_cache: (self.settings.local_cache_bytes > 0)
                 .then(|| LocalCache::new(self.settings.local_cache_bytes)),
             store: self.store,
@@ -259,16 +273,14 @@ impl Plan<'_> {
 }
 
 /// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
+#[inline]
 fn trim(bufs: &mut Buffers) {
     if bufs.batch.len() > SPARE_KEYS {
         bufs.batch.truncate(SPARE_KEYS);
     }
-    if bufs
-        .batch
-        .iter()
-        .any(|i| i.key.capacity() > SPARE_KEY_BYTES)
-    {
+    if bufs.oversized {
         bufs.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
+        bufs.oversized = false;
     }
 }
 
@@ -491,12 +503,30 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// The same decision without an await, for stores that count in process: nothing is
     /// boxed and the plan stays on the stack instead of in a future. Only used when no
     /// setting needs a second store round trip (reading before counting, refunds).
+    #[inline(always)]
     fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
         Self::check(req)?;
-        // A guard, not a counted reference: no reference-count traffic on the rules,
-        // and nothing here outlives the call.
-        let guard = self.rules.load();
-        let rules = guard.as_ref().ok_or(Error::NoConfig)?;
+        // Taken out while deciding, so that the rules it lends and the other buffers can
+        // be borrowed at once.
+        let mut cache = match bufs.rules.take() {
+            Some(c) if std::ptr::eq(c.arc_swap(), &*self.rules) => c,
+            _ => Cache::new(Arc::clone(&self.rules)),
+        };
+        let r = match cache.load() {
+            Some(rules) => self.decide_with(req, rules, bufs),
+            None => Err(Error::NoConfig),
+        };
+        bufs.rules = Some(cache);
+        r
+    }
+
+    #[inline(always)] // a separate frame would copy the whole response out once more
+    fn decide_with(
+        &self,
+        req: &Request,
+        rules: &RuleSet,
+        bufs: &mut Buffers,
+    ) -> Result<Response, Error> {
         let now = self.clock.now();
         let mut p = Plan::default();
         if let Some(resp) = self.plan(req, rules, now, bufs, &mut p) {
@@ -551,6 +581,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             scratch,
             batch,
             window: window_text,
+            oversized,
+            ..
         } = bufs;
         let Some(domain_rules) = rules.domain(&req.domain) else {
             let name = format!(
@@ -675,6 +707,10 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             targets.push(target);
         }
 
+        *oversized |= batch[..*increments]
+            .iter()
+            .any(|i| i.key.capacity() > SPARE_KEY_BYTES);
+
         // Keys known to be over their limit this window are answered locally.
         if let Some(lc) = &self.local_cache {
             cached.extend(
@@ -689,6 +725,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// Turns the counts into the response: statuses, statistics, the local cache,
     /// headers and metadata.
+    #[inline(always)]
     fn finish(
         &self,
         req: &Request,
@@ -875,12 +912,29 @@ fn jitter(key: &str, max: u64) -> u64 {
     if max == 0 {
         return 0;
     }
-    // FNV-1a: tiny, and quality is irrelevant beyond spreading values.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    // Eight bytes per step (a multiply-xorshift mix): keys are hashed on every decision,
+    // and quality is irrelevant beyond spreading values.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = key.len() as u64;
+    let mut words = key.as_bytes().chunks_exact(8);
+    for w in &mut words {
+        let w = u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or_default());
+        h = (h ^ w).wrapping_mul(K);
+        h ^= h >> 32;
     }
+    let rest = words.remainder();
+    let last = if rest.is_empty() {
+        0
+    } else if key.len() >= 8 {
+        // The last eight bytes, overlapping the words already mixed: a fixed-size read
+        // instead of copying a tail of unknown length.
+        let end = &key.as_bytes()[key.len() - 8..];
+        u64::from_le_bytes(<[u8; 8]>::try_from(end).unwrap_or_default())
+    } else {
+        rest.iter().fold(0, |acc, b| (acc << 8) | u64::from(*b))
+    };
+    h = (h ^ last).wrapping_mul(K);
+    h ^= h >> 32;
     h % max
 }
 
@@ -1025,5 +1079,24 @@ fn merge_first_wins(
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jitter;
+
+    #[test]
+    fn jitter_spreads_keys_and_stays_below_its_bound() {
+        let values: std::collections::HashSet<u64> = (0..3000)
+            .map(|i| jitter(&format!("domain_user_{i}_1700000000"), 300))
+            .collect();
+        assert!(values.iter().all(|v| *v < 300));
+        // 3000 keys into 300 buckets: a fair spread leaves almost none empty.
+        assert!(values.len() > 290, "only {} distinct", values.len());
+        // Keys that differ only in the last byte, or only past the first eight, differ.
+        assert_ne!(jitter("a_b_1", 1 << 40), jitter("a_b_2", 1 << 40));
+        assert_ne!(jitter("12345678x", 1 << 40), jitter("12345678y", 1 << 40));
+        assert_eq!(jitter("anything", 0), 0);
     }
 }

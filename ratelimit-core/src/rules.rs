@@ -58,10 +58,15 @@ struct Level {
 impl Rule {
     /// The stats key for a request that matched this rule. Static unless the rule uses
     /// `detailed_metric` or `value_to_metric` on its path.
+    #[inline]
     pub fn stats_key(&self, domain: &str, entries: &[Entry]) -> Option<String> {
         if !self.dynamic_stats {
             return None;
         }
+        Some(self.dynamic_stats_key(domain, entries))
+    }
+
+    fn dynamic_stats_key(&self, domain: &str, entries: &[Entry]) -> String {
         let mut s = String::with_capacity(self.full_key.len() + 32);
         s.push_str(domain);
         for (lvl, e) in self.levels.iter().zip(entries) {
@@ -80,7 +85,7 @@ impl Rule {
                 s.push_str(&lvl.config_part);
             }
         }
-        Some(sanitize_stat_name(&s))
+        sanitize_stat_name(&s)
     }
 
     /// Writes the cache key of this rule for `entries` in the window starting at

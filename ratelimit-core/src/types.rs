@@ -193,11 +193,13 @@ const STATUSES_INLINE: usize = 1;
 
 impl Statuses {
     /// Empty, with room for `n` statuses.
+    #[inline]
     pub fn with_capacity(n: usize) -> Self {
         Statuses(smallvec::SmallVec::with_capacity(n))
     }
 
     /// Appends a status.
+    #[inline]
     pub fn push(&mut self, s: DescriptorStatus) {
         self.0.push(s);
     }

@@ -177,3 +177,54 @@ fn override_stats_stay_under_the_cap() {
     assert_eq!(snap["ratelimit.service.stats_dropped"], 99_000);
     assert!(snap.len() < 7_000, "{} statistics", snap.len());
 }
+
+/// The synchronous path keeps the last limiter's rules per thread: limiters decided on
+/// one thread in turn must each still see their own rules, and a reload must show.
+#[test]
+fn sync_path_keeps_limiters_apart_and_sees_reloads() {
+    let rules = |n: u32| {
+        format!(
+            "domain: p\ndescriptors:\n  - key: k\n    rate_limit: {{unit: minute, requests_per_unit: {n}}}\n"
+        )
+    };
+    let build = |n: u32| {
+        Limiter::builder(MemoryStore::new(), ManualClock::new(1_000_020))
+            .yaml("p.yaml", rules(n))
+            .build()
+            .unwrap()
+    };
+    let (one, three) = (build(1), build(3));
+    let now = |l: &Limiter<MemoryStore, ManualClock>| {
+        l.should_rate_limit_now(&req("k", "v", None))
+            .expect("in process")
+            .unwrap()
+            .overall_code
+    };
+    let seen: Vec<Code> = [&one, &three, &one, &three, &three, &three]
+        .into_iter()
+        .map(now)
+        .collect();
+    use Code::{Ok as O, OverLimit as X};
+    assert_eq!(seen, [O, O, X, O, O, X]);
+
+    // The same thread, the same limiter, new rules: the third hit fits under 5.
+    one.reload_yaml([("p.yaml", rules(5).as_str())], false)
+        .unwrap();
+    assert_eq!(now(&one), O);
+    assert_eq!(now(&three), X);
+
+    // A limiter that starts without rules answers NoConfig until it gets some.
+    let empty: Limiter<MemoryStore, ManualClock> =
+        Limiter::builder(MemoryStore::new(), ManualClock::new(1_000_020))
+            .build()
+            .unwrap();
+    assert_eq!(
+        empty.should_rate_limit_now(&req("k", "v", None)),
+        Some(Err(ratelimit_core::Error::NoConfig))
+    );
+    empty
+        .reload_yaml([("p.yaml", rules(1).as_str())], false)
+        .unwrap();
+    assert_eq!(now(&empty), O);
+    assert_eq!(now(&empty), X);
+}
