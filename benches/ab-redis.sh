@@ -5,6 +5,8 @@
 # Both servers run with the same settings (plus the extra ENV=VALUE pairs, applied to the
 # candidate only, e.g. REDIS_PIPELINE_WINDOW=100us); the load is `rl-load` over gRPC, one
 # descriptor, 64 streams. Prints each round's rates and the median candidate/baseline.
+# AB_TLS=1 serves Redis over TLS only (a throwaway CA from openssl) and points both servers
+# at it with REDIS_TLS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$(realpath "$1") B=$(realpath "$2")
@@ -23,13 +25,27 @@ trap cleanup EXIT
 cargo build --release --locked -p ratelimit-benches --bin rl-load >&2
 load_bin=${CARGO_TARGET_DIR:-target}/release/rl-load
 
-redis-server --bind 127.0.0.1 --port $REDIS_PORT --save "" --appendonly no \
+redis_args=(--port "$REDIS_PORT")
+store_env=()
+if [ "${AB_TLS:-0}" = 1 ]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ab-ca \
+        -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 \
+        -keyout "$work/redis.key" -out "$work/redis.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$work/san.ext"
+    openssl x509 -req -in "$work/redis.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" \
+        -CAcreateserial -days 1 -extfile "$work/san.ext" -out "$work/redis.pem" 2>/dev/null
+    redis_args=(--port 0 --tls-port "$REDIS_PORT" --tls-cert-file "$work/redis.pem"
+        --tls-key-file "$work/redis.key" --tls-ca-cert-file "$work/ca.pem" --tls-auth-clients no)
+    store_env=(REDIS_TLS=true REDIS_TLS_CACERT="$work/ca.pem")
+fi
+redis-server --bind 127.0.0.1 "${redis_args[@]}" --save "" --appendonly no \
     --daemonize no --logfile "$work/redis.log" &
 pids+=($!)
 mkdir -p "$work/rt/config"
 printf 'domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
     >"$work/rt/config/api.yaml"
-for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 50); do grep -q "Ready to accept" "$work/redis.log" 2>/dev/null && break; sleep 0.1; done
 
 # start NAME BIN PORT_BASE ENV...
 start() {
@@ -37,7 +53,8 @@ start() {
     shift 3
     env -i PATH="$PATH" HOST=127.0.0.1 PORT=$base DEBUG_HOST=127.0.0.1 DEBUG_PORT=$((base + 1)) \
         GRPC_HOST=127.0.0.1 GRPC_PORT=$((base + 2)) RUNTIME_ROOT="$work/rt" LOG_LEVEL=warn \
-        BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT "$@" \
+        BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT \
+        "${store_env[@]}" "$@" \
         "$bin" >"$work/$name.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 100); do

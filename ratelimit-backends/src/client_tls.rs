@@ -135,6 +135,27 @@ impl ServerCertVerifier for AnyName {
     }
 }
 
+/// The host of `host:port` or `[v6]:port`, or `None` when the port is missing or not a
+/// number.
+pub(crate) fn host_of(addr: &str) -> Option<&str> {
+    let (host, port) = match addr.strip_prefix('[') {
+        Some(rest) => {
+            let (host, port) = rest.split_once(']')?;
+            (host, port.strip_prefix(':')?)
+        }
+        None => addr.rsplit_once(':')?,
+    };
+    (!host.is_empty() && port.parse::<u16>().is_ok()).then_some(host)
+}
+
+/// The name a store's certificate is checked against: the host of `addr` (`host:port`),
+/// which must be a DNS name or an IP address.
+pub(crate) fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
+    let host = host_of(addr).ok_or_else(|| format!("{addr:?} is not host:port"))?;
+    ServerName::try_from(host.to_owned())
+        .map_err(|e| format!("{host:?} cannot be checked against a certificate: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

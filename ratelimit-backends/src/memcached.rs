@@ -153,31 +153,15 @@ fn expiry(ttl: u64, now: u64) -> i64 {
     i64::try_from(t).unwrap_or(i64::MAX)
 }
 
-/// The host of `host:port` or `[v6]:port`, or `None` when the port is missing or not a
-/// number.
-fn host_of(addr: &str) -> Option<&str> {
-    let (host, port) = match addr.strip_prefix('[') {
-        Some(rest) => {
-            let (host, port) = rest.split_once(']')?;
-            (host, port.strip_prefix(':')?)
-        }
-        None => addr.rsplit_once(':')?,
-    };
-    (!host.is_empty() && port.parse::<u16>().is_ok()).then_some(host)
-}
-
 impl Node {
     fn new(addr: &str, tls: bool) -> Result<Node, String> {
         let addr = addr.trim();
-        let host = host_of(addr).ok_or_else(|| format!("{addr:?} is not host:port"))?;
-        let server_name =
-            if tls {
-                Some(ServerName::try_from(host.to_owned()).map_err(|e| {
-                    format!("{host:?} cannot be checked against a certificate: {e}")
-                })?)
-            } else {
-                None
-            };
+        let server_name = if tls {
+            Some(crate::client_tls::server_name(addr)?)
+        } else {
+            crate::client_tls::host_of(addr).ok_or_else(|| format!("{addr:?} is not host:port"))?;
+            None
+        };
         Ok(Node {
             addr: addr.to_owned(),
             server_name,
@@ -633,9 +617,15 @@ mod tests {
 
     #[test]
     fn node_addresses() {
-        assert_eq!(host_of("10.0.0.1:11211"), Some("10.0.0.1"));
-        assert_eq!(host_of("mc.example.com:11211"), Some("mc.example.com"));
-        assert_eq!(host_of("[::1]:11211"), Some("::1"));
+        assert_eq!(
+            crate::client_tls::host_of("10.0.0.1:11211"),
+            Some("10.0.0.1")
+        );
+        assert_eq!(
+            crate::client_tls::host_of("mc.example.com:11211"),
+            Some("mc.example.com")
+        );
+        assert_eq!(crate::client_tls::host_of("[::1]:11211"), Some("::1"));
         for bad in [
             "mc",
             "mc:",
@@ -645,7 +635,7 @@ mod tests {
             "[::1]11211",
             "mc:70000",
         ] {
-            assert_eq!(host_of(bad), None, "{bad}");
+            assert_eq!(crate::client_tls::host_of(bad), None, "{bad}");
         }
         let e = MemcachedStore::new(MemcachedSettings {
             nodes: vec!["127.0.0.1:1".into(), "nowhere".into()],

@@ -221,6 +221,29 @@ pub fn fred_config(s: &RedisSettings) -> Result<Config, String> {
     })
 }
 
+/// Where the counting connection of a single Redis goes, TLS included: the same address,
+/// credentials and certificates as the fred client's.
+fn mux_target(s: &RedisSettings) -> Result<MuxTarget, String> {
+    let (user, password) = split_auth(&s.auth);
+    let tls = match &s.tls {
+        Some(t) => {
+            let config = crate::client_tls::client_config(t, "REDIS_TLS")?;
+            Some((
+                tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)),
+                crate::client_tls::server_name(&s.url)?,
+            ))
+        }
+        None => None,
+    };
+    Ok(MuxTarget {
+        addr: s.url.clone(),
+        unix: s.socket_type == SocketType::Unix,
+        auth: user.into_iter().chain(password).collect(),
+        timeout: s.timeout,
+        tls,
+    })
+}
+
 fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError::new(ERR, e.to_string())
 }
@@ -238,16 +261,14 @@ impl Instance {
         loop {
             match Instance::try_connect(&config, &settings).await {
                 Ok(pool) => {
-                    let mux =
-                        (settings.kind == RedisKind::Single && settings.tls.is_none()).then(|| {
-                            let (user, password) = split_auth(&settings.auth);
-                            Mux::start(MuxTarget {
-                                addr: settings.url.clone(),
-                                unix: settings.socket_type == SocketType::Unix,
-                                auth: user.into_iter().chain(password).collect(),
-                                timeout: settings.timeout,
-                            })
-                        });
+                    // TLS on a Unix socket stays with fred, as it always did.
+                    let unix_tls =
+                        settings.socket_type == SocketType::Unix && settings.tls.is_some();
+                    let mux = (settings.kind == RedisKind::Single && !unix_tls)
+                        .then(|| mux_target(&settings))
+                        .transpose()
+                        .map_err(err)?
+                        .map(Mux::start);
                     return Ok(Instance {
                         slots: Semaphore::new(settings.pool_size.max(1) * REQUESTS_PER_CONNECTION),
                         pool,

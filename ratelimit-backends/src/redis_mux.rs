@@ -31,7 +31,7 @@ pub enum Reply {
 type Responder = oneshot::Sender<Result<Reply, String>>;
 
 /// Where and how to connect.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Target {
     /// `host:port`, or a socket path when `unix`.
     pub addr: String,
@@ -41,6 +41,23 @@ pub struct Target {
     pub auth: Vec<String>,
     /// Bound on connecting (and authenticating).
     pub timeout: Duration,
+    /// TLS over TCP, and the name the certificate is checked against.
+    pub tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the AUTH arguments: this ends up in logs.
+        f.debug_struct("Target")
+            .field("addr", &self.addr)
+            .field("unix", &self.unix)
+            .field("timeout", &self.timeout)
+            .field("tls", &self.tls.as_ref().map(|(_, name)| name))
+            .finish_non_exhaustive()
+    }
 }
 
 /// The handle callers use; the connection itself lives in a task.
@@ -179,7 +196,14 @@ async fn connect(t: &Target) -> Result<Box<dyn Io>, String> {
             .await
             .map_err(|e| format!("redis {}: {e}", t.addr))?;
         let _ = s.set_nodelay(true);
-        Box::new(s)
+        match &t.tls {
+            Some((tls, name)) => Box::new(
+                tls.connect(name.clone(), s)
+                    .await
+                    .map_err(|e| format!("redis {} TLS: {e}", t.addr))?,
+            ),
+            None => Box::new(s),
+        }
     };
     let mut io = io;
     if !t.auth.is_empty() {
@@ -374,6 +398,7 @@ mod tests {
             unix: false,
             auth: Vec::new(),
             timeout: Duration::from_secs(5),
+            tls: None,
         });
         let (mut redis, _) = listener.accept().await.unwrap();
         let frame = |args: &[&[u8]]| {
