@@ -4,6 +4,8 @@
 //! Each request is one pipeline of `INCRBY key hits` + `EXPIRE key ttl` per key (per node
 //! in cluster mode, which fred routes), and SECOND limits may go to a second instance.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::redis_mux::{self, Mux, Reply, Target as MuxTarget};
@@ -132,6 +134,9 @@ struct Instance {
     /// whose writes carry every call queued meanwhile (`redis_mux`); everything else, and
     /// counting on TLS, Sentinel and Cluster, goes through fred.
     mux: Option<Mux>,
+    /// This Redis refused the counting script (scripting disabled by `rename-command` or an
+    /// ACL, or a proxy without it): count with upstream's two commands from now on.
+    scripts_refused: AtomicBool,
 }
 
 /// The Redis [`CounterStore`].
@@ -274,6 +279,7 @@ impl Instance {
                         pool,
                         settings,
                         mux,
+                        scripts_refused: AtomicBool::new(false),
                     });
                 }
                 Err(e) => {
@@ -380,11 +386,25 @@ impl Instance {
         Ok(values.into_iter().map(|n| n.max(0) as u64).collect())
     }
 
-    /// One descriptor's script call, over our own connection where there is one.
+    /// One descriptor's script call, over our own connection where there is one; the
+    /// command pair where scripts are refused.
     async fn count(&self, inc: &Increment) -> Result<i64, Error> {
+        if !self.scripts_refused.load(Relaxed) {
+            let counted = match &self.mux {
+                Some(mux) => incr_expire_mux(mux, inc).await,
+                None => incr_expire(self.pool.next(), inc).await,
+            };
+            match counted {
+                // A refused command ran nothing, so counting again cannot count twice.
+                Err(e) if refuses_scripts(e.details()) => {
+                    self.scripts_refused.store(true, Relaxed);
+                }
+                r => return r,
+            }
+        }
         match &self.mux {
-            Some(mux) => incr_expire_mux(mux, inc).await,
-            None => incr_expire(self.pool.next(), inc).await,
+            Some(mux) => incr_then_expire_mux(mux, inc).await,
+            None => incr_then_expire(self.pool.next(), inc).await,
         }
     }
 
@@ -432,6 +452,58 @@ fn script_args(inc: &Increment) -> [i64; 2] {
     [inc.hits, inc.ttl_seconds].map(|n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
+/// Whether an error answer says the script was not run because scripting is unavailable:
+/// an unknown command (renamed away, or a proxy that lacks it) or an ACL refusal.
+fn refuses_scripts(message: &str) -> bool {
+    message.starts_with("ERR unknown command") || message.starts_with("NOPERM")
+}
+
+/// A counting reply: the count, or why there is none.
+fn int_reply(reply: Reply) -> Result<i64, Error> {
+    match reply {
+        Reply::Int(n) => Ok(n),
+        Reply::Error(e) => Err(Error::new(fred::error::ErrorKind::Unknown, e)),
+        Reply::Other => Err(Error::new(
+            fred::error::ErrorKind::Protocol,
+            "a counting command answered something other than an integer",
+        )),
+    }
+}
+
+fn io_error(e: String) -> Error {
+    Error::new(fred::error::ErrorKind::IO, e)
+}
+
+/// Upstream's own `INCRBY` + `EXPIRE`, for a Redis that refuses scripts.
+async fn incr_then_expire(client: &Client, inc: &Increment) -> Result<i64, Error> {
+    let [hits, ttl] = script_args(inc);
+    let key = inc.key.as_str();
+    let pipe = client.pipeline();
+    let _: () = pipe.incr_by(key, hits).await?;
+    let _: () = pipe.expire(key, ttl, None).await?;
+    let (n, _): (i64, i64) = pipe.all().await?;
+    Ok(n)
+}
+
+/// [`incr_then_expire`] over our own connection: both calls are queued before either is
+/// awaited, so they usually leave in one write, `INCRBY` first.
+async fn incr_then_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
+    let [hits, ttl] = script_args(inc).map(|n| n.to_string());
+    let key = inc.key.as_bytes();
+    let frame = |args: &[&[u8]]| {
+        let mut frame = Vec::with_capacity(48 + key.len());
+        redis_mux::encode(&mut frame, args);
+        frame
+    };
+    let (n, expired) = tokio::try_join!(
+        mux.call(frame(&[b"INCRBY", key, hits.as_bytes()])),
+        mux.call(frame(&[b"EXPIRE", key, ttl.as_bytes()])),
+    )
+    .map_err(io_error)?;
+    int_reply(expired)?;
+    int_reply(n)
+}
+
 /// [`incr_expire`] over our own connection.
 async fn incr_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
     let [hits, ttl] = script_args(inc).map(|n| n.to_string());
@@ -444,22 +516,16 @@ async fn incr_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
         );
         mux.call(frame)
     };
-    let io = |e: String| Error::new(fred::error::ErrorKind::IO, e);
     let mut reply = send(b"EVALSHA", INCR_EXPIRE_SHA.as_bytes())
         .await
-        .map_err(io)?;
+        .map_err(io_error)?;
     if matches!(&reply, Reply::Error(e) if e.starts_with("NOSCRIPT")) {
         // Nothing ran: sending the script itself cannot count twice.
-        reply = send(b"EVAL", INCR_EXPIRE.as_bytes()).await.map_err(io)?;
+        reply = send(b"EVAL", INCR_EXPIRE.as_bytes())
+            .await
+            .map_err(io_error)?;
     }
-    match reply {
-        Reply::Int(n) => Ok(n),
-        Reply::Error(e) => Err(Error::new(fred::error::ErrorKind::Unknown, e)),
-        Reply::Other => Err(Error::new(
-            fred::error::ErrorKind::Protocol,
-            "the counting script answered something other than an integer",
-        )),
-    }
+    int_reply(reply)
 }
 
 /// One increment: `EVALSHA`, or `EVAL` when this Redis does not know the script yet (a

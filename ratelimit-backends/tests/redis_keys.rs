@@ -248,3 +248,39 @@ async fn startup_waits_for_redis_then_gives_up_when_told() {
     let _redis = servers::redis_on(port, &[]);
     assert!(handle.await.unwrap().is_ok());
 }
+
+/// Hardened setups rename `EVAL`/`EVALSHA` away: counting falls back to upstream's own
+/// `INCRBY` + `EXPIRE`, over our connection (single) and over fred (Sentinel), and leaves the
+/// same counts and TTLs.
+#[tokio::test]
+async fn counting_falls_back_to_two_commands_when_scripts_are_refused() {
+    let no_scripts = [
+        "--rename-command",
+        "EVALSHA",
+        "EVALSHA_OFF_3f9c",
+        "--rename-command",
+        "EVAL",
+        "EVAL_OFF_3f9c",
+    ];
+    let single = servers::redis_on(servers::free_port(), &no_scripts);
+    let (master, sentinel) = servers::redis_sentinel_with(&no_scripts);
+    let via_sentinel = RedisSettings {
+        url: format!("mymaster,127.0.0.1:{}", sentinel.port),
+        kind: RedisKind::Sentinel,
+        timeout: Duration::from_secs(5),
+        ..RedisSettings::default()
+    };
+    for (port, s) in [(single.port, settings(single.port)), (master.port, via_sentinel)] {
+        let l = limiter(redis_store(s).await, 1234, "", 0).await;
+        let req = Request::new("domain", vec![Descriptor::new([("m", "v")])]);
+        let mut codes = Vec::new();
+        for _ in 0..6 {
+            codes.push(l.should_rate_limit(&req).await.unwrap().overall_code);
+        }
+        use Code::{Ok as O, OverLimit as X};
+        assert_eq!(codes, [O, O, O, O, O, X], "port {port}");
+        assert_eq!(redis_cli(port, &["GET", "domain_m_v_1200"]), "6");
+        let t = ttl(port, "domain_m_v_1200");
+        assert!((55..=60).contains(&t), "ttl {t}");
+    }
+}

@@ -134,7 +134,12 @@ pub fn redis_cluster() -> Vec<Proc> {
 
 /// A master and one sentinel watching it as `mymaster`; returns (master, sentinel).
 pub fn redis_sentinel() -> (Proc, Proc) {
-    let master = redis();
+    redis_sentinel_with(&[])
+}
+
+/// A sentinel watching one master started with `extra` settings.
+pub fn redis_sentinel_with(extra: &[&str]) -> (Proc, Proc) {
+    let master = redis_on(free_port(), extra);
     let port = free_port();
     let dir = temp_dir("sentinel");
     let conf = dir.join("sentinel.conf");
