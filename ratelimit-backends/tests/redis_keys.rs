@@ -270,7 +270,10 @@ async fn counting_falls_back_to_two_commands_when_scripts_are_refused() {
         timeout: Duration::from_secs(5),
         ..RedisSettings::default()
     };
-    for (port, s) in [(single.port, settings(single.port)), (master.port, via_sentinel)] {
+    for (port, s) in [
+        (single.port, settings(single.port)),
+        (master.port, via_sentinel),
+    ] {
         let l = limiter(redis_store(s).await, 1234, "", 0).await;
         let req = Request::new("domain", vec![Descriptor::new([("m", "v")])]);
         let mut codes = Vec::new();
