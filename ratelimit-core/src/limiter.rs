@@ -503,7 +503,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// The same decision without an await, for stores that count in process: nothing is
     /// boxed and the plan stays on the stack instead of in a future. Only used when no
     /// setting needs a second store round trip (reading before counting, refunds).
-    #[inline(always)]
+    #[inline(always)] // one frame with its caller, so the response is not copied once more
     fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
         Self::check(req)?;
         // Taken out while deciding, so that the rules it lends and the other buffers can
@@ -725,7 +725,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// Turns the counts into the response: statuses, statistics, the local cache,
     /// headers and metadata.
-    #[inline(always)]
+    #[inline(always)] // builds the response in the caller's frame: no copy out
     fn finish(
         &self,
         req: &Request,
@@ -854,7 +854,6 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
     fn push_increment(
         &self,
