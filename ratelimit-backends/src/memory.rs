@@ -148,6 +148,11 @@ impl CounterStore for MemoryStore {
         true
     }
 
+    /// Keys end with their window (`expires_at`), whatever their TTL says.
+    fn uses_ttl(&self) -> bool {
+        false
+    }
+
     fn increment_now(
         &self,
         now: u64,

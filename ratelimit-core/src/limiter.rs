@@ -183,6 +183,9 @@ pub struct Limiter<S, C> {
     clock: C,
     settings: LimiterSettings,
     stats: Arc<Stats>,
+    /// The expiry jitter bound, 0 for a store that ignores TTLs: fixed at build so that
+    /// deciding asks the store nothing.
+    jitter_max: u64,
 }
 
 /// Builds a [`Limiter`].
@@ -225,7 +228,13 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
     /// [`Error::NoConfig`] until [`Limiter::set_rules`] is called.
     pub fn build(self) -> Result<Limiter<S, C>, ConfigError> {
         let stats = self.stats.unwrap_or_default();
+        let jitter_max = if self.store.uses_ttl() {
+            self.settings.expiration_jitter_max_seconds
+        } else {
+            0
+        };
         let limiter = Limiter {
+            jitter_max,
             rules: Arc::new(ArcSwapOption::empty()),
             local_cache: (self.settings.local_cache_bytes > 0)
                 .then(|| LocalCache::new(self.settings.local_cache_bytes)),
@@ -282,6 +291,14 @@ fn trim(bufs: &mut Buffers) {
         bufs.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
         bufs.oversized = false;
     }
+}
+
+/// What the overall code depends on, gathered descriptor by descriptor.
+#[derive(Default)]
+struct Tally {
+    any_over: bool,
+    quota_total: usize,
+    quota_over: usize,
 }
 
 /// What one descriptor resolved to before the store is asked.
@@ -528,6 +545,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         bufs: &mut Buffers,
     ) -> Result<Response, Error> {
         let now = self.clock.now();
+        if let [d] = req.descriptors.as_slice() {
+            return self.decide_single(req, d, rules, now, bufs);
+        }
         let mut p = Plan::default();
         if let Some(resp) = self.plan(req, rules, now, bufs, &mut p) {
             return Ok(resp);
@@ -585,24 +605,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             ..
         } = bufs;
         let Some(domain_rules) = rules.domain(&req.domain) else {
-            let name = format!(
-                "{RULE_PREFIX}{}.domain_not_found",
-                sanitize_stat_name(&req.domain)
-            );
-            self.stats
-                .dynamic_counter_add(&name, req.descriptors.len() as u64);
-            return Some(Response {
-                overall_code: Code::Ok,
-                statuses: std::iter::repeat_n(
-                    DescriptorStatus {
-                        code: Code::Ok,
-                        ..DescriptorStatus::default()
-                    },
-                    req.descriptors.len(),
-                )
-                .collect(),
-                ..Response::default()
-            });
+            return Some(self.unknown_domain(req));
         };
 
         // Resolve every descriptor to a rule (or override) first: `replaces` looks across
@@ -641,70 +644,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             any_cached,
         } = p;
         for (d, m) in req.descriptors.iter().zip(&matched) {
-            let hits = req.hits_for(d);
-            let target = if let Some(o) = d.limit {
-                let spec = LimitSpec {
-                    requests_per_unit: o.requests_per_unit,
-                    unit: o.unit,
-                    name: "",
-                    shadow_mode: false,
-                };
-                self.push_increment(
-                    (batch, increments),
-                    window_text,
-                    None,
-                    &req.domain,
-                    d,
-                    spec.unit,
-                    hits,
-                    now,
-                );
-                Target::Counted {
-                    stats: self
-                        .stats
-                        .dynamic_rule(&override_stats_key(&req.domain, d))
-                        .map(std::borrow::Cow::Owned),
-                    spec,
-                    rule: None,
-                    hits,
-                    slot: *increments - 1,
-                }
-            } else {
-                match m {
-                    None => Target::NoLimit,
-                    Some(r) if r.unlimited => Target::Unlimited,
-                    Some(r) => {
-                        let unit = r.unit.unwrap_or(crate::Unit::Second);
-                        self.push_increment(
-                            (batch, increments),
-                            window_text,
-                            Some(r),
-                            &req.domain,
-                            d,
-                            unit,
-                            hits,
-                            now,
-                        );
-                        let stats = match r.stats_key(&req.domain, &d.entries) {
-                            None => Some(std::borrow::Cow::Borrowed(&r.stats)),
-                            Some(k) => self.stats.dynamic_rule(&k).map(std::borrow::Cow::Owned),
-                        };
-                        Target::Counted {
-                            spec: LimitSpec {
-                                requests_per_unit: r.requests_per_unit,
-                                unit,
-                                name: &r.name,
-                                shadow_mode: r.shadow_mode,
-                            },
-                            rule: Some(r),
-                            hits,
-                            stats,
-                            slot: *increments - 1,
-                        }
-                    }
-                }
-            };
-            targets.push(target);
+            targets.push(self.target(req, d, *m, now, (batch, increments), window_text));
         }
 
         *oversized |= batch[..*increments]
@@ -721,6 +661,161 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             *any_cached = cached.iter().any(|c| *c);
         }
         None
+    }
+
+    /// The answer for a domain without rules: OK for every descriptor, and counted.
+    #[cold]
+    fn unknown_domain(&self, req: &Request) -> Response {
+        let name = format!(
+            "{RULE_PREFIX}{}.domain_not_found",
+            sanitize_stat_name(&req.domain)
+        );
+        self.stats
+            .dynamic_counter_add(&name, req.descriptors.len() as u64);
+        Response {
+            overall_code: Code::Ok,
+            statuses: std::iter::repeat_n(
+                DescriptorStatus {
+                    code: Code::Ok,
+                    ..DescriptorStatus::default()
+                },
+                req.descriptors.len(),
+            )
+            .collect(),
+            ..Response::default()
+        }
+    }
+
+    /// [`Self::decide_with`] for the commonest request, one descriptor: the same steps
+    /// (the shared ones are the same functions) without the per-request plan, whose inline
+    /// vectors cost more to fill and walk than the single decision they would carry.
+    #[inline(always)] // one frame with its caller, so the response is not copied once more
+    fn decide_single(
+        &self,
+        req: &Request,
+        d: &Descriptor,
+        rules: &RuleSet,
+        now: u64,
+        bufs: &mut Buffers,
+    ) -> Result<Response, Error> {
+        let Some(domain_rules) = rules.domain(&req.domain) else {
+            return Ok(self.unknown_domain(req));
+        };
+        let Buffers {
+            scratch,
+            batch,
+            window,
+            oversized,
+            ..
+        } = bufs;
+        // `replaces` needs no look here: only another descriptor's rule could replace this
+        // one, since the loader rejects a rule replacing its own name (as upstream does).
+        let m = if d.limit.is_some() {
+            None
+        } else {
+            domain_rules.find(&d.entries, scratch)
+        };
+        let mut used = 0;
+        let t = self.target(req, d, m, now, (batch, &mut used), window);
+        let batch = &batch[..used];
+        let mut count = 0;
+        let mut from_cache = false;
+        if let Some(inc) = batch.first() {
+            *oversized |= inc.key.capacity() > SPARE_KEY_BYTES;
+            from_cache = (self.local_cache.as_ref()).is_some_and(|lc| lc.contains(&inc.key, now));
+            if !from_cache {
+                let count = std::slice::from_mut(&mut count);
+                self.count_now(now, batch, count)?;
+            }
+        }
+        let mut tally = Tally::default();
+        let counts = std::slice::from_ref(&count);
+        let cached = std::slice::from_ref(&from_cache);
+        let status = self.status_for(&t, batch, counts, cached, now, &mut tally);
+        let mut resp = Response {
+            overall_code: self.overall_code(&tally),
+            statuses: Statuses::one(status),
+            ..Response::default()
+        };
+        self.decorate(req, &mut resp, std::slice::from_ref(&t), now);
+        trim(bufs);
+        Ok(resp)
+    }
+
+    /// What one descriptor resolves to, given the rule it matched (`None`: no rule, or
+    /// replaced); a counted one has its increment appended to the batch.
+    #[inline(always)] // two call sites; the single-descriptor one is the hot path
+    fn target<'r>(
+        &self,
+        req: &Request,
+        d: &Descriptor,
+        m: Option<&'r Arc<Rule>>,
+        now: u64,
+        (batch, increments): (&mut Vec<Increment>, &mut usize),
+        window_text: &mut (u64, String),
+    ) -> Target<'r> {
+        let hits = req.hits_for(d);
+        if let Some(o) = d.limit {
+            let spec = LimitSpec {
+                requests_per_unit: o.requests_per_unit,
+                unit: o.unit,
+                name: "",
+                shadow_mode: false,
+            };
+            self.push_increment(
+                (batch, increments),
+                window_text,
+                None,
+                &req.domain,
+                d,
+                spec.unit,
+                hits,
+                now,
+            );
+            return Target::Counted {
+                stats: self
+                    .stats
+                    .dynamic_rule(&override_stats_key(&req.domain, d))
+                    .map(std::borrow::Cow::Owned),
+                spec,
+                rule: None,
+                hits,
+                slot: *increments - 1,
+            };
+        }
+        match m {
+            None => Target::NoLimit,
+            Some(r) if r.unlimited => Target::Unlimited,
+            Some(r) => {
+                let unit = r.unit.unwrap_or(crate::Unit::Second);
+                self.push_increment(
+                    (batch, increments),
+                    window_text,
+                    Some(r),
+                    &req.domain,
+                    d,
+                    unit,
+                    hits,
+                    now,
+                );
+                let stats = match r.stats_key(&req.domain, &d.entries) {
+                    None => Some(std::borrow::Cow::Borrowed(&r.stats)),
+                    Some(k) => self.stats.dynamic_rule(&k).map(std::borrow::Cow::Owned),
+                };
+                Target::Counted {
+                    spec: LimitSpec {
+                        requests_per_unit: r.requests_per_unit,
+                        unit,
+                        name: &r.name,
+                        shadow_mode: r.shadow_mode,
+                    },
+                    rule: Some(r),
+                    hits,
+                    stats,
+                    slot: *increments - 1,
+                }
+            }
+        }
     }
 
     /// Turns the counts into the response: statuses, statistics, the local cache,
@@ -740,74 +835,100 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             statuses: Statuses::with_capacity(targets.len()),
             ..Response::default()
         };
-        let mut any_over = false;
-        let mut quota_total = 0usize;
-        let mut quota_over = 0usize;
+        let mut tally = Tally::default();
         for t in targets {
-            let status = match t {
-                Target::NoLimit => DescriptorStatus {
-                    code: Code::Ok,
-                    ..DescriptorStatus::default()
-                },
-                Target::Unlimited => DescriptorStatus {
-                    code: Code::Ok,
-                    limit_remaining: u32::MAX,
-                    ..DescriptorStatus::default()
-                },
-                Target::Counted {
-                    spec,
-                    rule,
-                    hits,
-                    stats,
-                    slot,
-                } => {
-                    let from_cache = p.is_cached(*slot);
-                    let (status, delta): (DescriptorStatus, StatDelta) = decide(
-                        spec,
-                        counts[*slot],
-                        *hits,
-                        self.settings.near_limit_ratio,
-                        now,
-                        from_cache,
-                    );
-                    if let Some(s) = stats {
-                        s.add(&delta);
-                    }
-                    if let Some(lc) = &self.local_cache
-                        && !from_cache
-                        && counts[*slot] > u64::from(spec.requests_per_unit)
-                    {
-                        // Upstream keeps the key for a unit from now; the window start in
-                        // the key stops it matching in the next window anyway.
-                        lc.insert(&batch[*slot].key, now + spec.unit.seconds(), now);
-                    }
-                    let quota = self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode);
-                    let over = status.code == Code::OverLimit;
-                    if quota {
-                        quota_total += 1;
-                        quota_over += usize::from(over);
-                    } else {
-                        any_over |= over;
-                    }
-                    status
-                }
-            };
+            let status = self.status_for(t, batch, counts, &p.cached, now, &mut tally);
             resp.statuses.push(status);
         }
-        if any_over || (quota_total > 0 && quota_over == quota_total) {
-            resp.overall_code = Code::OverLimit;
-        }
-        if resp.overall_code == Code::OverLimit && self.settings.shadow_mode {
-            resp.overall_code = Code::Ok;
-            self.stats.global_shadow_mode.fetch_add(1, Relaxed);
-        }
+        resp.overall_code = self.overall_code(&tally);
+        self.decorate(req, &mut resp, targets, now);
+        resp
+    }
+
+    /// The optional parts of a response: `RateLimit-*` headers and dynamic metadata.
+    #[inline]
+    fn decorate(&self, req: &Request, resp: &mut Response, targets: &[Target<'_>], now: u64) {
         if let Some(names) = &self.settings.response_headers {
-            add_headers(&mut resp, targets, names, self.settings.quota_mode, now);
+            add_headers(resp, targets, names, self.settings.quota_mode, now);
         }
         if self.settings.dynamic_metadata {
             resp.dynamic_metadata = Some(dynamic_metadata(req, targets, &resp.statuses));
         }
-        resp
+    }
+
+    /// One descriptor's status from its counter, with its statistics and the local cache
+    /// updated; `tally` collects what the overall code needs. `cached` marks the slots the
+    /// local cache answered (empty: none).
+    #[inline(always)] // the status is built in the caller's frame: no copy out
+    fn status_for(
+        &self,
+        t: &Target<'_>,
+        batch: &[Increment],
+        counts: &[u64],
+        cached: &[bool],
+        now: u64,
+        tally: &mut Tally,
+    ) -> DescriptorStatus {
+        let Target::Counted {
+            spec,
+            rule,
+            hits,
+            stats,
+            slot,
+        } = t
+        else {
+            return DescriptorStatus {
+                code: Code::Ok,
+                limit_remaining: if matches!(t, Target::Unlimited) {
+                    u32::MAX
+                } else {
+                    0
+                },
+                ..DescriptorStatus::default()
+            };
+        };
+        let from_cache = cached.get(*slot).copied().unwrap_or(false);
+        let (status, delta): (DescriptorStatus, StatDelta) = decide(
+            spec,
+            counts[*slot],
+            *hits,
+            self.settings.near_limit_ratio,
+            now,
+            from_cache,
+        );
+        if let Some(s) = stats {
+            s.add(&delta);
+        }
+        if let Some(lc) = &self.local_cache
+            && !from_cache
+            && counts[*slot] > u64::from(spec.requests_per_unit)
+        {
+            // Upstream keeps the key for a unit from now; the window start in the key
+            // stops it matching in the next window anyway.
+            lc.insert(&batch[*slot].key, now + spec.unit.seconds(), now);
+        }
+        let over = status.code == Code::OverLimit;
+        if self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode) {
+            tally.quota_total += 1;
+            tally.quota_over += usize::from(over);
+        } else {
+            tally.any_over |= over;
+        }
+        status
+    }
+
+    /// OVER_LIMIT when a non-quota descriptor is over, or every quota one is; OK instead
+    /// (and counted) in global shadow mode.
+    #[inline]
+    fn overall_code(&self, tally: &Tally) -> Code {
+        if !(tally.any_over || (tally.quota_total > 0 && tally.quota_over == tally.quota_total)) {
+            return Code::Ok;
+        }
+        if self.settings.shadow_mode {
+            self.stats.global_shadow_mode.fetch_add(1, Relaxed);
+            return Code::Ok;
+        }
+        Code::OverLimit
     }
 
     /// Upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when a key is already known to
@@ -898,7 +1019,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             window_text.0 = window;
         }
         key.push_str(&window_text.1);
-        inc.ttl_seconds = unit.seconds() + jitter(key, self.settings.expiration_jitter_max_seconds);
+        inc.ttl_seconds = unit.seconds() + jitter(key, self.jitter_max);
         inc.hits = hits;
         inc.unit = unit;
     }

@@ -73,6 +73,13 @@ pub trait CounterStore: Send + Sync {
         None
     }
 
+    /// Whether the store expires keys by [`Increment::ttl_seconds`]. One that ends each
+    /// key with its window by itself (the memory store) answers `false`: the limiter then
+    /// skips hashing every key for its expiry jitter and passes the bare unit.
+    fn uses_ttl(&self) -> bool {
+        true
+    }
+
     /// Reads the current values of `keys` without changing them (0 for absent keys). Used
     /// by upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` mode.
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError>;
@@ -117,6 +124,10 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         counts: &mut [u64],
     ) -> Option<Result<(), StoreError>> {
         (**self).increment_now(now, batch, counts)
+    }
+
+    fn uses_ttl(&self) -> bool {
+        (**self).uses_ttl()
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {

@@ -198,6 +198,12 @@ impl Statuses {
         Statuses(smallvec::SmallVec::with_capacity(n))
     }
 
+    /// Exactly one status, inline.
+    #[inline]
+    pub(crate) fn one(s: DescriptorStatus) -> Self {
+        Statuses(smallvec::smallvec![s])
+    }
+
     /// Appends a status.
     #[inline]
     pub fn push(&mut self, s: DescriptorStatus) {
