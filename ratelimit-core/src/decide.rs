@@ -20,14 +20,17 @@ pub struct LimitSpec<'a> {
 
 /// The near-limit threshold: `floor(float32(limit) * ratio)`, computed in 32-bit floats as
 /// upstream does so that boundary cases agree.
+#[inline]
 pub fn near_limit_threshold(requests_per_unit: u32, ratio: f32) -> u64 {
-    let near = (requests_per_unit as f32 * ratio).floor();
+    let near = requests_per_unit as f32 * ratio;
+    // The cast truncates, which is the floor for the positive values that reach it (NaN
+    // and infinities saturate as `floor` would leave them): no call into libm per decision.
     if near <= 0.0 { 0 } else { near as u64 }
 }
 
 /// Decides one descriptor given the counter value `after` this request's `hits` were added.
 /// `from_local_cache` means the key was known to be over the limit and the store was skipped.
-#[inline] // its two results are built in the caller's frame instead of copied out
+#[inline(always)] // its two results are built in the caller's frame instead of copied out
 pub fn decide(
     limit: &LimitSpec<'_>,
     after: u64,
@@ -46,7 +49,12 @@ pub fn decide(
         current_limit: Some(CurrentLimit {
             requests_per_unit: limit.requests_per_unit,
             unit: limit.unit,
-            name: limit.name.to_owned(),
+            // Most rules have no name: skip the allocator's bookkeeping for those.
+            name: if limit.name.is_empty() {
+                String::new()
+            } else {
+                limit.name.to_owned()
+            },
         }),
         limit_remaining: 0,
         duration_until_reset: Some(limit.unit.until_reset(now)),
@@ -155,5 +163,36 @@ mod tests {
             (s.code, d.shadow_mode, d.over_limit_with_local_cache),
             (Code::Ok, 1, 1)
         );
+    }
+
+    #[test]
+    fn near_threshold_truncation_is_upstreams_floor() {
+        let floor = |rpu: u32, ratio: f32| {
+            let near = (rpu as f32 * ratio).floor();
+            if near <= 0.0 { 0 } else { near as u64 }
+        };
+        let ratios = [
+            0.0,
+            0.1,
+            0.5,
+            0.8,
+            0.8000001,
+            0.99,
+            1.0,
+            1.5,
+            -0.5,
+            f32::NAN,
+            f32::INFINITY,
+        ];
+        let limits = (0..2000).chain([16_777_215, 16_777_217, 1 << 30, u32::MAX]);
+        for rpu in limits {
+            for ratio in ratios {
+                assert_eq!(
+                    near_limit_threshold(rpu, ratio),
+                    floor(rpu, ratio),
+                    "{rpu} * {ratio}"
+                );
+            }
+        }
     }
 }

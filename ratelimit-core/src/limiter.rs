@@ -17,13 +17,24 @@ const INLINE: usize = 4;
 const SPARE_KEYS: usize = 64;
 const SPARE_KEY_BYTES: usize = 1024;
 
+/// What a thread keeps between the requests it decides.
+#[derive(Default)]
+struct Buffers {
+    work: Work,
+    /// The rules of the limiter this thread decided for last. Checking that they are
+    /// still current is one relaxed load, where an arc-swap guard costs a handful of
+    /// atomics per decision. It holds those rules alive until this thread decides again
+    /// (or exits): one rule set per thread at most.
+    rules: Option<RulesCache>,
+}
+
 /// Buffers reused by the requests decided on one thread, so that a steady-state decision
 /// allocates neither the rule-lookup scratch nor its cache keys. An async request moves them
 /// out for its whole duration (so the future stays `Send` and concurrent requests on one
 /// thread never share them) and puts them back at the end; one dropped midway just loses
-/// them. A synchronous decision borrows them in place.
-#[derive(Default)]
-struct Buffers {
+/// them. A synchronous decision borrows them in place, next to the rules it borrows from
+/// the same thread's [`Buffers`].
+struct Work {
     scratch: String,
     /// The increments of the request in progress (its plan says how many), and beyond
     /// them those of earlier requests, whose key strings are overwritten in place.
@@ -33,11 +44,22 @@ struct Buffers {
     window: (u64, String),
     /// A key grew past [`SPARE_KEY_BYTES`]: the next trim has increments to drop.
     oversized: bool,
-    /// The rules of the limiter this thread decided for last. Checking that they are
-    /// still current is one relaxed load, where an arc-swap guard costs a handful of
-    /// atomics per decision. It holds those rules alive until this thread decides again
-    /// (or exits): one rule set per thread at most.
-    rules: Option<RulesCache>,
+}
+
+impl Work {
+    /// No window yet: `u64::MAX` is no window's start, so the first key formats its own.
+    const NEW: Work = Work {
+        scratch: String::new(),
+        batch: Vec::new(),
+        window: (u64::MAX, String::new()),
+        oversized: false,
+    };
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Work::NEW
+    }
 }
 
 type RulesCache = Cache<Arc<ArcSwapOption<RuleSet>>, Option<Arc<RuleSet>>>;
@@ -45,10 +67,7 @@ type RulesCache = Cache<Arc<ArcSwapOption<RuleSet>>, Option<Arc<RuleSet>>>;
 thread_local! {
     static BUFFERS: RefCell<Buffers> = const {
         RefCell::new(Buffers {
-            scratch: String::new(),
-            batch: Vec::new(),
-            window: (u64::MAX, String::new()),
-            oversized: false,
+            work: Work::NEW,
             rules: None,
         })
     };
@@ -283,7 +302,7 @@ impl Plan<'_> {
 
 /// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
 #[inline]
-fn trim(bufs: &mut Buffers) {
+fn trim(bufs: &mut Work) {
     if bufs.batch.len() > SPARE_KEYS {
         bufs.batch.truncate(SPARE_KEYS);
     }
@@ -384,13 +403,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             return r;
         }
         let mut bufs = BUFFERS
-            .with(|b| b.try_borrow_mut().map(|mut b| std::mem::take(&mut *b)))
+            .with(|b| b.try_borrow_mut().map(|mut b| std::mem::take(&mut b.work)))
             .unwrap_or_default();
         // Boxed so that this future stays small for the in-process path above.
         let r = Box::pin(self.decide_request(req, &mut bufs)).await;
         BUFFERS.with(|b| {
             if let Ok(mut b) = b.try_borrow_mut() {
-                *b = bufs;
+                b.work = bufs;
             }
         });
         self.count_error(&r);
@@ -434,8 +453,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         Some(r)
     }
 
+    #[inline]
     fn count_error(&self, r: &Result<Response, Error>) {
         if let Err(e) = r {
+            self.count_error_slow(e);
+        }
+    }
+
+    #[cold]
+    fn count_error_slow(&self, e: &Error) {
+        {
             match e {
                 Error::Store(s) => self.stats.dynamic_counter_add(
                     &format!("ratelimit.service.call.should_rate_limit.{}", s.err_type),
@@ -466,7 +493,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         Ok(())
     }
 
-    async fn decide_request(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
+    async fn decide_request(&self, req: &Request, bufs: &mut Work) -> Result<Response, Error> {
         let (rules, now) = self.start(req)?;
         let mut p = Plan::default();
         if let Some(resp) = self.plan(req, &rules, now, bufs, &mut p) {
@@ -523,18 +550,15 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     #[inline(always)] // one frame with its caller, so the response is not copied once more
     fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
         Self::check(req)?;
-        // Taken out while deciding, so that the rules it lends and the other buffers can
-        // be borrowed at once.
-        let mut cache = match bufs.rules.take() {
+        let Buffers { work, rules } = bufs;
+        let cache = match rules {
             Some(c) if std::ptr::eq(c.arc_swap(), &*self.rules) => c,
-            _ => Cache::new(Arc::clone(&self.rules)),
+            _ => rules.insert(Cache::new(Arc::clone(&self.rules))),
         };
-        let r = match cache.load() {
-            Some(rules) => self.decide_with(req, rules, bufs),
+        match cache.load() {
+            Some(rules) => self.decide_with(req, rules, work),
             None => Err(Error::NoConfig),
-        };
-        bufs.rules = Some(cache);
-        r
+        }
     }
 
     #[inline(always)] // a separate frame would copy the whole response out once more
@@ -542,7 +566,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         &self,
         req: &Request,
         rules: &RuleSet,
-        bufs: &mut Buffers,
+        bufs: &mut Work,
     ) -> Result<Response, Error> {
         let now = self.clock.now();
         if let [d] = req.descriptors.as_slice() {
@@ -594,15 +618,14 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         req: &Request,
         rules: &'r RuleSet,
         now: u64,
-        bufs: &mut Buffers,
+        bufs: &mut Work,
         p: &mut Plan<'r>,
     ) -> Option<Response> {
-        let Buffers {
+        let Work {
             scratch,
             batch,
             window: window_text,
             oversized,
-            ..
         } = bufs;
         let Some(domain_rules) = rules.domain(&req.domain) else {
             return Some(self.unknown_domain(req));
@@ -696,17 +719,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         d: &Descriptor,
         rules: &RuleSet,
         now: u64,
-        bufs: &mut Buffers,
+        bufs: &mut Work,
     ) -> Result<Response, Error> {
         let Some(domain_rules) = rules.domain(&req.domain) else {
             return Ok(self.unknown_domain(req));
         };
-        let Buffers {
+        let Work {
             scratch,
             batch,
             window,
             oversized,
-            ..
         } = bufs;
         // `replaces` needs no look here: only another descriptor's rule could replace this
         // one, since the loader rejects a rule replacing its own name (as upstream does).
@@ -989,11 +1011,6 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     ) {
         let window = unit.window_start(now);
         let prefix = &self.settings.cache_key_prefix;
-        let entries_len: usize = d
-            .entries
-            .iter()
-            .map(|e| e.key.len() + e.value.len() + 2)
-            .sum();
         // An increment left by an earlier request on this thread: its key usually has
         // room already.
         if *used == batch.len() {
@@ -1007,8 +1024,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let inc = &mut batch[*used];
         *used += 1;
         let key = &mut inc.key;
-        key.clear();
-        key.reserve(prefix.len() + domain.len() + entries_len + 21);
+        // No reserve up front: the slot's key usually has room from an earlier request,
+        // and summing the entries' lengths first costs more than the odd regrowth.
         match rule {
             Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
             None => cache_key_stem_into(key, prefix, domain, &d.entries),
@@ -1028,10 +1045,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 /// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;
 /// a hash of the key spreads expiries just as well, needs no randomness source in a pure
 /// crate, and keeps a key's TTL stable across its refreshes.
+#[inline]
 fn jitter(key: &str, max: u64) -> u64 {
-    if max == 0 {
-        return 0;
-    }
+    if max == 0 { 0 } else { key_hash(key) % max }
+}
+
+/// A cheap hash of a key, for [`jitter`].
+fn key_hash(key: &str) -> u64 {
     // Eight bytes per step (a multiply-xorshift mix): keys are hashed on every decision,
     // and quality is irrelevant beyond spreading values.
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -1054,8 +1074,7 @@ fn jitter(key: &str, max: u64) -> u64 {
         rest.iter().fold(0, |acc, b| (acc << 8) | u64::from(*b))
     };
     h = (h ^ last).wrapping_mul(K);
-    h ^= h >> 32;
-    h % max
+    h ^ (h >> 32)
 }
 
 /// Upstream's stats key for a request override: `domain.` + entries as `key_value`

@@ -105,6 +105,7 @@ impl Rule {
 
     /// The cache key without its window start, which the caller appends (the limiter
     /// keeps the window's digits from one request to the next).
+    #[inline]
     pub(crate) fn cache_key_stem_into(
         &self,
         out: &mut String,
