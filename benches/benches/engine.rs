@@ -170,7 +170,14 @@ criterion_group! {
 }
 
 /// Median over interleaved pairs of (our descriptors/s) / (governor's check_key/s).
-fn interleaved_ratio(per_key: u64, reqs: &[Request], pairs: usize, run: Runner) -> (f64, Vec<f64>) {
+/// Also returns the median nanoseconds per descriptor decision of each side, so that a
+/// ratio that moves between runs shows which side moved.
+fn interleaved_ratio(
+    per_key: u64,
+    reqs: &[Request],
+    pairs: usize,
+    run: Runner,
+) -> (f64, Vec<f64>, f64, f64) {
     let limiter = simple_limiter();
     let gov = governor_keyed();
     let rounds = 200;
@@ -186,18 +193,27 @@ fn interleaved_ratio(per_key: u64, reqs: &[Request], pairs: usize, run: Runner) 
     // Warm both: fill the maps so the pairs measure the steady state.
     run(&limiter, reqs);
     run_governor(&gov, KEYS as u64, per_key);
+    let (mut ours_t, mut theirs_t) = (Vec::new(), Vec::new());
     let mut ratios: Vec<f64> = (0..pairs)
         .map(|_| {
             let ours = time(&mut || run(&limiter, reqs));
             let theirs = time(&mut || run_governor(&gov, KEYS as u64, per_key));
+            ours_t.push(ours);
+            theirs_t.push(theirs);
             // Same number of descriptor decisions on both sides: the ratio of rates is
             // the inverse ratio of times.
             theirs / ours
         })
         .collect();
     let shown = ratios.clone();
-    ratios.sort_by(f64::total_cmp);
-    (ratios[ratios.len() / 2], shown)
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let decisions = (rounds * reqs.len() as u64 * per_key) as f64;
+    let ns = |t: f64| t * 1e9 / decisions;
+    let (ours_ns, theirs_ns) = (ns(median(&mut ours_t)), ns(median(&mut theirs_t)));
+    (median(&mut ratios), shown, ours_ns, theirs_ns)
 }
 
 fn main() {
@@ -213,11 +229,12 @@ fn main() {
             ("1 descriptor", simple_requests(KEYS), 1u64),
             ("3 descriptors", triple_requests(KEYS), 3u64),
         ] {
-            let (median, all) = interleaved_ratio(per_key, &reqs, 7, run);
+            let (median, all, ours_ns, theirs_ns) = interleaved_ratio(per_key, &reqs, 7, run);
             let all: Vec<String> = all.iter().map(|r| format!("{r:.3}")).collect();
             println!(
                 "RATIO limiter/governor_keyed ({api}, {name}, {KEYS} keys, 7 interleaved pairs): \
-                 median {median:.3} [{}] (target >= 0.5)",
+                 median {median:.3} [{}] (target >= 0.5); ns/descriptor: ours {ours_ns:.1}, \
+                 governor {theirs_ns:.1}",
                 all.join(" ")
             );
         }
