@@ -462,15 +462,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     #[cold]
     fn count_error_slow(&self, e: &Error) {
-        {
-            match e {
-                Error::Store(s) => self.stats.dynamic_counter_add(
-                    &format!("ratelimit.service.call.should_rate_limit.{}", s.err_type),
-                    1,
-                ),
-                _ => {
-                    self.stats.service_error.fetch_add(1, Relaxed);
-                }
+        match e {
+            Error::Store(s) => self.stats.dynamic_counter_add(
+                &format!("ratelimit.service.call.should_rate_limit.{}", s.err_type),
+                1,
+            ),
+            _ => {
+                self.stats.service_error.fetch_add(1, Relaxed);
             }
         }
     }
