@@ -14,9 +14,9 @@ ir() {
     grep -E '^(summary|totals):' "$out/cg.$1.$2" | head -1 | awk '{print $2}'
 }
 printf '%-11s %14s %14s %12s\n' kind "Ir(N)" "Ir(2N)" "Ir/decision"
-for kind in limiter1 limiter1now limiter3 pure200 limiter200; do
+for kind in limiter1 limiter1now limiter1owned limiter1block limiter3 pure200 limiter200; do
     a=$(ir "$kind" "$n")
     b=$(ir "$kind" $((2 * n)))
     printf '%-11s %14s %14s %12.1f\n' "$kind" "$a" "$b" "$(echo "($b - $a) / $n" | bc -l)"
 done
-echo "(limiter1 target: < 1000 Ir per single-descriptor decision; limiter1now: the same through the sync API; limiter3 and limiter200 per request)"
+echo "(target: < 1000 Ir per single-descriptor decision. limiter1: async API awaited in a task; limiter1now: sync API; limiter1block: async API with an executor entered per decision; limiter3 and limiter200 per request)"

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ratelimit_benches::{
-    MemLimiter, NOW, decide_blocking, decide_now, plan_and_decide, realistic_config,
+    MemLimiter, NOW, decide_async_n, decide_now, plan_and_decide, realistic_config,
     realistic_requests, realistic_rules, simple_limiter, simple_requests, triple_requests,
 };
 use ratelimit_core::{Limiter, ManualClock, Request, Stats};
@@ -62,18 +62,19 @@ fn realistic_limiter() -> MemLimiter {
     b.build().expect("valid rules")
 }
 
+/// The async API from inside one task, as a service awaits it (see `decide_async_n`).
 fn run_limiter(l: &MemLimiter, reqs: &[Request]) -> usize {
-    reqs.iter()
-        .filter(|r| decide_blocking(l, r) == ratelimit_core::Code::Ok)
-        .count()
+    decide_async_n(l, reqs, reqs.len())
 }
 
 /// Decides a slice of requests and counts the OK ones.
 type Runner = fn(&MemLimiter, &[Request]) -> usize;
 
+/// The sync API into one reused response (see `decide_now`).
 fn run_limiter_now(l: &MemLimiter, reqs: &[Request]) -> usize {
+    let mut resp = ratelimit_core::Response::default();
     reqs.iter()
-        .filter(|r| decide_now(l, r) == ratelimit_core::Code::Ok)
+        .filter(|r| decide_now(l, r, &mut resp) == ratelimit_core::Code::Ok)
         .count()
 }
 

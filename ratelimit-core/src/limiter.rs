@@ -80,7 +80,7 @@ use crate::local_cache::LocalCache;
 use crate::rules::{Rule, RuleSet, cache_key_stem_into};
 use crate::stats::{RULE_PREFIX, RuleStats, StatDelta, Stats, sanitize_stat_name};
 use crate::store::{CounterStore, Increment, StoreError};
-use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response, Statuses};
+use crate::types::{Code, Descriptor, DescriptorStatus, Header, Request, Response};
 
 /// Names of the `RateLimit-*` headers added when response headers are enabled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -437,6 +437,42 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// assert_eq!((first.overall_code, second.overall_code), (Code::Ok, Code::OverLimit));
     /// ```
     pub fn should_rate_limit_now(&self, req: &Request) -> Option<Result<Response, Error>> {
+        let mut resp = Response::default();
+        let r = self.should_rate_limit_now_into(req, &mut resp)?;
+        Some(r.map(|()| resp))
+    }
+
+    /// [`Limiter::should_rate_limit_now`] writing its answer into `resp`, whose previous
+    /// contents are replaced. A caller deciding many requests keeps one `Response` for all
+    /// of them: the answer is built where it stays, instead of being built, returned
+    /// through two layers of `Option` and `Result`, and dropped per decision (copies of
+    /// a just-written struct stall on store forwarding; measured in docs/benchmarks.md).
+    /// On an error `resp` holds no meaningful answer.
+    ///
+    /// ```
+    /// use ratelimit_backends::MemoryStore;
+    /// use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request, Response};
+    ///
+    /// let rules = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 2}\n";
+    /// let limiter = Limiter::builder(MemoryStore::new(), ManualClock::new(1_700_000_000))
+    ///     .yaml("api.yaml", rules)
+    ///     .build()
+    ///     .unwrap();
+    /// let req = Request::new("api", vec![Descriptor::new([("user", "alice")])]);
+    /// let mut resp = Response::default();
+    /// let mut codes = Vec::new();
+    /// for _ in 0..3 {
+    ///     limiter.should_rate_limit_now_into(&req, &mut resp).unwrap().unwrap();
+    ///     codes.push(resp.overall_code);
+    /// }
+    /// assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+    /// assert_eq!(resp.statuses[0].limit_remaining, 0);
+    /// ```
+    pub fn should_rate_limit_now_into(
+        &self,
+        req: &Request,
+        resp: &mut Response,
+    ) -> Option<Result<(), Error>> {
         let in_process = self.store.counts_in_process()
             && !self.settings.stop_increment_when_over_limit
             && !self.settings.refund_hits_when_over_limit;
@@ -446,10 +482,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         // Borrowed in place: nothing here awaits, so no other request on this thread can
         // want them meanwhile (a store calling back into the limiter gets fresh ones).
         let r = BUFFERS.with(|b| match b.try_borrow_mut() {
-            Ok(mut bufs) => self.decide_now(req, &mut bufs),
-            Err(_) => self.decide_now(req, &mut Buffers::default()),
+            Ok(mut bufs) => self.decide_now(req, &mut bufs, resp),
+            Err(_) => self.decide_now(req, &mut Buffers::default(), resp),
         });
-        self.count_error(&r);
+        if let Err(e) = &r {
+            self.count_error_slow(e);
+        }
         Some(r)
     }
 
@@ -524,7 +562,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         } else if !batch.is_empty() {
             self.store.increment(now, batch, &mut counts).await?;
         }
-        let resp = self.finish(req, &p, batch, &counts, now);
+        let mut resp = Response::default();
+        self.finish(req, &p, batch, &counts, now, &mut resp);
         if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
             let added: Vec<Increment> = batch
                 .iter()
@@ -546,7 +585,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// boxed and the plan stays on the stack instead of in a future. Only used when no
     /// setting needs a second store round trip (reading before counting, refunds).
     #[inline(always)] // one frame with its caller, so the response is not copied once more
-    fn decide_now(&self, req: &Request, bufs: &mut Buffers) -> Result<Response, Error> {
+    fn decide_now(
+        &self,
+        req: &Request,
+        bufs: &mut Buffers,
+        resp: &mut Response,
+    ) -> Result<(), Error> {
         Self::check(req)?;
         let Buffers { work, rules } = bufs;
         let cache = match rules {
@@ -554,25 +598,27 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             _ => rules.insert(Cache::new(Arc::clone(&self.rules))),
         };
         match cache.load() {
-            Some(rules) => self.decide_with(req, rules, work),
+            Some(rules) => self.decide_with(req, rules, work, resp),
             None => Err(Error::NoConfig),
         }
     }
 
-    #[inline(always)] // a separate frame would copy the whole response out once more
+    #[inline(always)] // one frame with the single-descriptor path it picks
     fn decide_with(
         &self,
         req: &Request,
         rules: &RuleSet,
         bufs: &mut Work,
-    ) -> Result<Response, Error> {
+        resp: &mut Response,
+    ) -> Result<(), Error> {
         let now = self.clock.now();
         if let [d] = req.descriptors.as_slice() {
-            return self.decide_single(req, d, rules, now, bufs);
+            return self.decide_single(req, d, rules, now, bufs, resp);
         }
         let mut p = Plan::default();
-        if let Some(resp) = self.plan(req, rules, now, bufs, &mut p) {
-            return Ok(resp);
+        if let Some(r) = self.plan(req, rules, now, bufs, &mut p) {
+            *resp = r;
+            return Ok(());
         }
         let batch = &bufs.batch[..p.increments];
         let mut counts = [0u64; INLINE];
@@ -594,9 +640,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         } else if !batch.is_empty() {
             self.count_now(now, batch, counts)?;
         }
-        let resp = self.finish(req, &p, batch, counts, now);
+        self.finish(req, &p, batch, counts, now, resp);
         trim(bufs);
-        Ok(resp)
+        Ok(())
     }
 
     fn count_now(&self, now: u64, batch: &[Increment], counts: &mut [u64]) -> Result<(), Error> {
@@ -710,7 +756,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// [`Self::decide_with`] for the commonest request, one descriptor: the same steps
     /// (the shared ones are the same functions) without the per-request plan, whose inline
     /// vectors cost more to fill and walk than the single decision they would carry.
-    #[inline(always)] // one frame with its caller, so the response is not copied once more
+    #[inline(always)] // one frame with its caller
     fn decide_single(
         &self,
         req: &Request,
@@ -718,9 +764,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         rules: &RuleSet,
         now: u64,
         bufs: &mut Work,
-    ) -> Result<Response, Error> {
+        resp: &mut Response,
+    ) -> Result<(), Error> {
         let Some(domain_rules) = rules.domain(&req.domain) else {
-            return Ok(self.unknown_domain(req));
+            *resp = self.unknown_domain(req);
+            return Ok(());
         };
         let Work {
             scratch,
@@ -751,15 +799,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let mut tally = Tally::default();
         let counts = std::slice::from_ref(&count);
         let cached = std::slice::from_ref(&from_cache);
-        let status = self.status_for(&t, batch, counts, cached, now, &mut tally);
-        let mut resp = Response {
-            overall_code: self.overall_code(&tally),
-            statuses: Statuses::one(status),
-            ..Response::default()
-        };
-        self.decorate(req, &mut resp, std::slice::from_ref(&t), now);
+        resp.statuses.clear();
+        resp.statuses
+            .push(self.status_for(&t, batch, counts, cached, now, &mut tally));
+        resp.overall_code = self.overall_code(&tally);
+        self.decorate(req, resp, std::slice::from_ref(&t), now);
         trim(bufs);
-        Ok(resp)
+        Ok(())
     }
 
     /// What one descriptor resolves to, given the rule it matched (`None`: no rule, or
@@ -840,7 +886,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// Turns the counts into the response: statuses, statistics, the local cache,
     /// headers and metadata.
-    #[inline(always)] // builds the response in the caller's frame: no copy out
+    #[inline(always)] // fills the caller's response in place
     fn finish(
         &self,
         req: &Request,
@@ -848,32 +894,33 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         batch: &[Increment],
         counts: &[u64],
         now: u64,
-    ) -> Response {
+        resp: &mut Response,
+    ) {
         let targets = &p.targets;
-        let mut resp = Response {
-            overall_code: Code::Ok,
-            statuses: Statuses::with_capacity(targets.len()),
-            ..Response::default()
-        };
+        resp.statuses.clear();
+        resp.statuses.reserve(targets.len());
         let mut tally = Tally::default();
         for t in targets {
             let status = self.status_for(t, batch, counts, &p.cached, now, &mut tally);
             resp.statuses.push(status);
         }
         resp.overall_code = self.overall_code(&tally);
-        self.decorate(req, &mut resp, targets, now);
-        resp
+        self.decorate(req, resp, targets, now);
     }
 
-    /// The optional parts of a response: `RateLimit-*` headers and dynamic metadata.
+    /// The optional parts of a response: `RateLimit-*` headers and dynamic metadata
+    /// (emptied when off, as the response may be a reused one).
     #[inline]
     fn decorate(&self, req: &Request, resp: &mut Response, targets: &[Target<'_>], now: u64) {
+        resp.response_headers_to_add.clear();
         if let Some(names) = &self.settings.response_headers {
             add_headers(resp, targets, names, self.settings.quota_mode, now);
         }
-        if self.settings.dynamic_metadata {
-            resp.dynamic_metadata = Some(dynamic_metadata(req, targets, &resp.statuses));
-        }
+        resp.dynamic_metadata = if self.settings.dynamic_metadata {
+            Some(dynamic_metadata(req, targets, &resp.statuses))
+        } else {
+            None
+        };
     }
 
     /// One descriptor's status from its counter, with its statistics and the local cache

@@ -198,16 +198,22 @@ impl Statuses {
         Statuses(smallvec::SmallVec::with_capacity(n))
     }
 
-    /// Exactly one status, inline.
-    #[inline]
-    pub(crate) fn one(s: DescriptorStatus) -> Self {
-        Statuses(smallvec::smallvec![s])
-    }
-
     /// Appends a status.
     #[inline]
     pub fn push(&mut self, s: DescriptorStatus) {
         self.0.push(s);
+    }
+
+    /// Removes every status, keeping the room they took.
+    #[inline]
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Makes room for `n` more statuses.
+    #[inline]
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.0.reserve(n);
     }
 
     /// The statuses as a `Vec`.

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ratelimit_backends::MemoryStore;
 use ratelimit_core::{
-    ConfigErrorKind, CounterStore, HeaderNames, Increment, Limiter, LimiterSettings, ManualClock,
-    RuleSet, Stats, StoreError, json,
+    Code, ConfigErrorKind, CounterStore, CurrentLimit, DescriptorStatus, Header, HeaderNames,
+    Increment, Limiter, LimiterSettings, ManualClock, Response, RuleSet, Stats, StoreError, Unit,
+    json,
 };
 use serde_json::Value;
 
@@ -132,16 +133,50 @@ fn settings(case: &Value) -> LimiterSettings {
 
 #[test]
 fn decision_fixtures() {
-    decisions(false);
+    decisions(false, false);
 }
 
 /// The same table through the in-process path (a store that counts synchronously).
 #[test]
 fn decision_fixtures_in_process() {
-    decisions(true);
+    decisions(true, false);
 }
 
-fn decisions(in_process: bool) {
+/// The in-process path again, through `should_rate_limit_now_into` with one response
+/// reused for every decision of a case, starting from one full of stale parts: nothing of
+/// an earlier answer may show through.
+#[test]
+fn decision_fixtures_into_a_reused_response() {
+    decisions(true, true);
+}
+
+/// A response with something in every field, none of which any fixture expects.
+fn stale_response() -> Response {
+    let status = DescriptorStatus {
+        code: Code::OverLimit,
+        current_limit: Some(CurrentLimit {
+            requests_per_unit: 7,
+            unit: Unit::Day,
+            name: "stale".into(),
+        }),
+        limit_remaining: 7,
+        duration_until_reset: Some(7),
+    };
+    Response {
+        overall_code: Code::OverLimit,
+        statuses: vec![status; 5].into(),
+        response_headers_to_add: vec![Header {
+            key: "stale".into(),
+            value: "7".into(),
+        }],
+        dynamic_metadata: Some(serde_json::Map::from_iter([(
+            "stale".to_owned(),
+            Value::from(7),
+        )])),
+    }
+}
+
+fn decisions(in_process: bool, reuse: bool) {
     let cases = load("decisions.yaml");
     assert!(cases.len() >= 30, "the table shrank: {}", cases.len());
     for case in &cases {
@@ -160,6 +195,7 @@ fn decisions(in_process: bool) {
             b = b.yaml(n, t);
         }
         let limiter = b.build().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut reused = stale_response();
         for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
             let repeat = step["repeat"].as_u64().unwrap_or(1);
             let body = serde_json::to_vec(&step["req"]).unwrap();
@@ -167,7 +203,15 @@ fn decisions(in_process: bool) {
             let mut got = None;
             for _ in 0..repeat {
                 store.seen.lock().unwrap().clear();
-                got = Some(futures_executor::block_on(limiter.should_rate_limit(&req)));
+                let into = if reuse {
+                    limiter.should_rate_limit_now_into(&req, &mut reused)
+                } else {
+                    None
+                };
+                got = Some(match into {
+                    Some(r) => r.map(|()| reused.clone()),
+                    None => futures_executor::block_on(limiter.should_rate_limit(&req)),
+                });
             }
             let got = got.unwrap();
             match (&step["error"], got) {

@@ -1,16 +1,19 @@
 //! Runs exactly N decisions of one kind, for instruction counting under callgrind:
 //! `(Ir(2N) - Ir(N)) / N` cancels start-up, rule compilation and map growth.
 //!
-//! `rl-decide-n <limiter1|limiter1now|limiter3|pure200|limiter200> <N>`
-//! (`limiter1now`: the synchronous `should_rate_limit_now`, no executor)
+//! `rl-decide-n <limiter1|limiter1now|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>`
+//! (`limiter1`, `limiter3`, `limiter200`: the async API awaited inside one task;
+//! `limiter1now`: the synchronous `should_rate_limit_now_into`, no executor, one response
+//! reused; `limiter1owned`: `should_rate_limit_now`, a new response each; `limiter1block`:
+//! the async API with an executor entered for each decision)
 
 use std::hint::black_box;
 
 use ratelimit_benches::{
-    decide_blocking, decide_now, plan_and_decide, realistic_requests, realistic_rules,
-    simple_limiter, simple_requests, triple_requests,
+    decide_async_n, decide_blocking, decide_now, decide_now_owned, plan_and_decide,
+    realistic_requests, realistic_rules, simple_limiter, simple_requests, triple_requests,
 };
-use ratelimit_core::Stats;
+use ratelimit_core::{Response, Stats};
 
 /// Distinct keys: as in the criterion benches, every key is warm after the first pass.
 const KEYS: usize = 1024;
@@ -20,7 +23,9 @@ fn main() {
     let kind = args.next().unwrap_or_default();
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     if n == 0 {
-        eprintln!("usage: rl-decide-n <limiter1|limiter1now|limiter3|pure200|limiter200> <N>");
+        eprintln!(
+            "usage: rl-decide-n <limiter1|limiter1now|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>"
+        );
         std::process::exit(2);
     }
     let mut sink = 0usize;
@@ -36,18 +41,27 @@ fn main() {
             for r in &reqs {
                 decide_blocking(&l, r);
             }
-            for i in 0..n {
-                sink += decide_blocking(&l, black_box(&reqs[i % KEYS])) as usize;
-            }
+            sink += decide_async_n(&l, &reqs, n);
         }
         "limiter1now" => {
             let reqs = simple_requests(KEYS);
             let l = simple_limiter();
+            let mut resp = Response::default();
             for r in &reqs {
-                decide_now(&l, r);
+                decide_now(&l, r, &mut resp);
             }
             for i in 0..n {
-                sink += decide_now(&l, black_box(&reqs[i % KEYS])) as usize;
+                sink += decide_now(&l, black_box(&reqs[i % KEYS]), &mut resp) as usize;
+            }
+        }
+        "limiter1owned" => {
+            let reqs = simple_requests(KEYS);
+            let l = simple_limiter();
+            for r in &reqs {
+                decide_now_owned(&l, r);
+            }
+            for i in 0..n {
+                sink += decide_now_owned(&l, black_box(&reqs[i % KEYS])) as usize;
             }
         }
         "pure200" => {
@@ -71,6 +85,14 @@ fn main() {
                 b.build().expect("valid rules")
             };
             let reqs = realistic_requests(KEYS);
+            for r in &reqs {
+                decide_blocking(&l, r);
+            }
+            sink += decide_async_n(&l, &reqs, n);
+        }
+        "limiter1block" => {
+            let reqs = simple_requests(KEYS);
+            let l = simple_limiter();
             for r in &reqs {
                 decide_blocking(&l, r);
             }
