@@ -301,11 +301,16 @@ impl Plan<'_> {
 }
 
 /// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
-#[inline]
+#[inline(always)] // two tests per request; the work is in the cold part
 fn trim(bufs: &mut Work) {
-    if bufs.batch.len() > SPARE_KEYS {
-        bufs.batch.truncate(SPARE_KEYS);
+    if bufs.batch.len() > SPARE_KEYS || bufs.oversized {
+        trim_slow(bufs);
     }
+}
+
+#[cold]
+fn trim_slow(bufs: &mut Work) {
+    bufs.batch.truncate(SPARE_KEYS);
     if bufs.oversized {
         bufs.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
         bufs.oversized = false;
@@ -910,17 +915,19 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// The optional parts of a response: `RateLimit-*` headers and dynamic metadata
     /// (emptied when off, as the response may be a reused one).
-    #[inline]
+    #[inline(always)] // with both off (the default) this is two tests of empty fields
     fn decorate(&self, req: &Request, resp: &mut Response, targets: &[Target<'_>], now: u64) {
-        resp.response_headers_to_add.clear();
+        if !resp.response_headers_to_add.is_empty() {
+            resp.response_headers_to_add.clear();
+        }
         if let Some(names) = &self.settings.response_headers {
             add_headers(resp, targets, names, self.settings.quota_mode, now);
         }
-        resp.dynamic_metadata = if self.settings.dynamic_metadata {
-            Some(dynamic_metadata(req, targets, &resp.statuses))
-        } else {
-            None
-        };
+        if self.settings.dynamic_metadata {
+            resp.dynamic_metadata = Some(dynamic_metadata(req, targets, &resp.statuses));
+        } else if resp.dynamic_metadata.is_some() {
+            resp.dynamic_metadata = None;
+        }
     }
 
     /// One descriptor's status from its counter, with its statistics and the local cache
