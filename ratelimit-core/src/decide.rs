@@ -19,13 +19,16 @@ pub struct LimitSpec<'a> {
 }
 
 /// The near-limit threshold: `floor(float32(limit) * ratio)`, computed in 32-bit floats as
-/// upstream does so that boundary cases agree.
+/// upstream does so that boundary cases agree, and held in 32 bits as upstream holds it
+/// (a ratio above 1 can put it past `u32::MAX`; it then saturates there).
 #[inline]
 pub fn near_limit_threshold(requests_per_unit: u32, ratio: f32) -> u64 {
     let near = requests_per_unit as f32 * ratio;
-    // The cast truncates, which is the floor for the positive values that reach it (NaN
-    // and infinities saturate as `floor` would leave them): no call into libm per decision.
-    if near <= 0.0 { 0 } else { near as u64 }
+    // The cast truncates, which is the floor for the positive values that reach it, and
+    // saturates NaN to 0 and large values to `u32::MAX`: no call into libm, and a shorter
+    // conversion than to 64 bits. Saturating changes no decision: the threshold is only
+    // compared with counts within the limit or clamped to the limit, both <= u32::MAX.
+    u64::from(near as u32)
 }
 
 /// Decides one descriptor given the counter value `after` this request's `hits` were added.
@@ -169,7 +172,11 @@ mod tests {
     fn near_threshold_truncation_is_upstreams_floor() {
         let floor = |rpu: u32, ratio: f32| {
             let near = (rpu as f32 * ratio).floor();
-            if near <= 0.0 { 0 } else { near as u64 }
+            if near <= 0.0 {
+                0
+            } else {
+                (near as u64).min(u64::from(u32::MAX))
+            }
         };
         let ratios = [
             0.0,
@@ -192,6 +199,23 @@ mod tests {
                     floor(rpu, ratio),
                     "{rpu} * {ratio}"
                 );
+            }
+        }
+    }
+
+    /// A threshold saturated at `u32::MAX` decides as the unsaturated one would: with a
+    /// ratio above 1 nothing within the limit is near it, and crossing the limit counts no
+    /// near-limit hits.
+    #[test]
+    fn a_saturated_threshold_decides_as_the_exact_one() {
+        for ratio in [1.5, 2.0, f32::INFINITY] {
+            for (after, hits) in [
+                (1, 1),
+                (u64::from(u32::MAX), 5),
+                (u64::from(u32::MAX) + 3, 5),
+            ] {
+                let (_, d) = decide(&spec(u32::MAX), after, hits, ratio, 2222, false);
+                assert_eq!(d.near_limit, 0, "after {after}, ratio {ratio}");
             }
         }
     }

@@ -650,6 +650,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         Ok(())
     }
 
+    #[inline(always)] // a check around the store's call
     fn count_now(&self, now: u64, batch: &[Increment], counts: &mut [u64]) -> Result<(), Error> {
         match self.store.increment_now(now, batch, counts) {
             Some(done) => Ok(done?),
@@ -1050,6 +1051,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     }
 
     #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
+    #[inline]
     fn push_increment(
         &self,
         (batch, used): (&mut Vec<Increment>, &mut usize),

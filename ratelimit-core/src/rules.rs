@@ -213,8 +213,17 @@ impl<V> NameMap<V> {
         }
     }
 
+    #[inline(always)] // a handful of compares on every request: a call would cost as much
     fn get(&self, name: &str) -> Option<&V> {
-        self.position(name).map(|i| &self.entries[i].1)
+        if let Some(ix) = &self.index {
+            return ix.get(name).map(|&i| &self.entries[i].1);
+        }
+        for (n, v) in &self.entries {
+            if **n == *name {
+                return Some(v);
+            }
+        }
+        None
     }
 
     fn contains_key(&self, name: &str) -> bool {
@@ -274,39 +283,41 @@ impl<'a> DomainView<'a> {
     /// The rule for one descriptor's entries, if any. `scratch` is reused between calls
     /// to build the `key_value` lookup string without allocating per entry.
     pub(crate) fn find(self, entries: &[Entry], scratch: &mut String) -> Option<&'a Arc<Rule>> {
+        let (last, init) = entries.split_last()?;
         let mut level = &self.0.root;
-        let last = entries.len().saturating_sub(1);
-        let mut found = None;
-        for (i, e) in entries.iter().enumerate() {
-            let node = if level.key_only {
-                level.by_key.get(e.key.as_str())
-            } else {
-                scratch.clear();
-                scratch.push_str(&e.key);
-                scratch.push('_');
-                scratch.push_str(&e.value);
-                level
-                    .by_key
-                    .get(scratch.as_str())
-                    .or_else(|| {
-                        level
-                            .wildcards
-                            .iter()
-                            .find(|p| wildcard_match(p, scratch))
-                            .and_then(|p| level.by_key.get(p))
-                    })
-                    .or_else(|| level.by_key.get(e.key.as_str()))
-            };
-            let Some(node) = node else { break };
-            if i == last {
-                found = node.rule.as_ref();
-            }
+        for e in init {
+            let node = Self::child(level, e, scratch)?;
+            // Entries deeper than the tree match nothing.
             if node.children.by_key.is_empty() {
-                break;
+                return None;
             }
             level = &node.children;
         }
-        found
+        Self::child(level, last, scratch)?.rule.as_ref()
+    }
+
+    /// The node one entry leads to from `level`: `key_value`, then the wildcards in config
+    /// order, then the bare `key` (a level configured with keys only looks up just that).
+    #[inline(always)]
+    fn child(level: &'a Children, e: &Entry, scratch: &mut String) -> Option<&'a Node> {
+        if level.key_only {
+            return level.by_key.get(e.key.as_str());
+        }
+        scratch.clear();
+        scratch.push_str(&e.key);
+        scratch.push('_');
+        scratch.push_str(&e.value);
+        level
+            .by_key
+            .get(scratch.as_str())
+            .or_else(|| {
+                level
+                    .wildcards
+                    .iter()
+                    .find(|p| wildcard_match(p, scratch))
+                    .and_then(|p| level.by_key.get(p))
+            })
+            .or_else(|| level.by_key.get(e.key.as_str()))
     }
 }
 
@@ -407,6 +418,7 @@ impl RuleSet {
     }
 
     /// One domain's rules, so that a request hashes its domain once for all descriptors.
+    #[inline]
     pub(crate) fn domain(&self, domain: &str) -> Option<DomainView<'_>> {
         self.domains.get(domain).map(DomainView)
     }

@@ -93,6 +93,7 @@ impl Request {
 
     /// Hits counted for descriptor `i` (upstream's rule: the descriptor's own wrapper when
     /// present, even 0, else the request's, at least 1).
+    #[inline]
     pub fn hits_for(&self, d: &Descriptor) -> u64 {
         d.hits_addend.unwrap_or(u64::from(self.hits_addend.max(1)))
     }
