@@ -4,7 +4,7 @@ use std::hash::BuildHasher;
 
 use async_trait::async_trait;
 use hashbrown::HashTable;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
 
 /// Shard count: a power of two comfortably above the core counts this runs on, so two
@@ -74,17 +74,11 @@ impl MemoryStore {
         (hash, &self.shards[(hash >> 40) as usize % SHARDS])
     }
 
-    #[inline]
-    fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
-        shard.lock()
-    }
-
     /// Adds `hits` to `key` and returns the new value; synchronous core of the store.
     #[inline]
     pub fn increment_one(&self, now: u64, inc: &Increment) -> u64 {
-        let window_end = || window_end(inc.unit, now);
         let (hash, shard) = self.shard(&inc.key);
-        let mut shard = Self::lock(shard);
+        let mut shard = shard.lock();
         if now >= shard.next_sweep {
             shard.map.retain(|(_, c)| c.expires_at > now);
             shard.next_sweep = now + 1;
@@ -97,13 +91,13 @@ impl MemoryStore {
             }
             *c = Counter {
                 value: inc.hits,
-                expires_at: window_end(),
+                expires_at: window_end(inc.unit, now),
             };
             return inc.hits;
         }
         let counter = Counter {
             value: inc.hits,
-            expires_at: window_end(),
+            expires_at: window_end(inc.unit, now),
         };
         shard
             .map
@@ -115,7 +109,7 @@ impl MemoryStore {
 
     /// Number of keys held, dead ones not yet swept included.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| Self::lock(s).map.len()).sum()
+        self.shards.iter().map(|s| s.lock().map.len()).sum()
     }
 
     /// Whether the store holds no keys.
@@ -126,7 +120,8 @@ impl MemoryStore {
     /// Reads a key's live value without changing it.
     pub fn value(&self, now: u64, key: &str) -> Option<u64> {
         let (hash, shard) = self.shard(key);
-        Self::lock(shard)
+        shard
+            .lock()
             .map
             .find(hash, |(k, _)| **k == *key)
             .filter(|(_, c)| c.expires_at > now)
@@ -186,7 +181,7 @@ impl CounterStore for MemoryStore {
         for inc in batch {
             let (hash, shard) = self.shard(&inc.key);
             let key = inc.key.as_str();
-            if let Some((_, c)) = Self::lock(shard).map.find_mut(hash, |(k, _)| **k == *key)
+            if let Some((_, c)) = shard.lock().map.find_mut(hash, |(k, _)| **k == *key)
                 && c.expires_at > now
             {
                 c.value = c.value.saturating_sub(inc.hits);
