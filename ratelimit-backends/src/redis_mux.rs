@@ -97,7 +97,7 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
     out.push(kind);
-    out.extend_from_slice(n.to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 

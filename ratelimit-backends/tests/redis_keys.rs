@@ -219,6 +219,47 @@ async fn second_limits_go_to_the_per_second_instance() {
     assert_eq!(redis_cli(main.port, &["KEYS", "*"]), "domain_m_v_1200");
 }
 
+/// Each count lands at its own descriptor's index, whichever instance counted it and
+/// however the batch interleaves the units.
+#[tokio::test]
+async fn counts_come_back_in_batch_order_across_both_instances() {
+    use ratelimit_core::{CounterStore, Increment, Unit};
+    let main = servers::redis();
+    let per_second = servers::redis();
+    let store = RedisStore::connect(
+        settings(main.port),
+        Some(settings(per_second.port)),
+        StartupBackoff::default(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let single = redis_store(settings(main.port)).await;
+    let inc = |key: &str, unit, hits| Increment {
+        key: key.into(),
+        hits,
+        unit,
+        ttl_seconds: 60,
+    };
+    let batch = [
+        inc("s1", Unit::Second, 1),
+        inc("m1", Unit::Minute, 10),
+        inc("s2", Unit::Second, 100),
+        inc("h1", Unit::Hour, 1000),
+    ];
+    let mut counts = [0; 4];
+    store.increment(0, &batch, &mut counts).await.unwrap();
+    assert_eq!(counts, [1, 10, 100, 1000]);
+    assert_eq!(redis_cli(per_second.port, &["GET", "s2"]), "100");
+    assert_eq!(redis_cli(main.port, &["GET", "m1"]), "10");
+    // The same batch on the main instance alone (one descriptor, then several).
+    let mut one = [0; 1];
+    single.increment(0, &batch[1..2], &mut one).await.unwrap();
+    assert_eq!(one, [20]);
+    single.increment(0, &batch, &mut counts).await.unwrap();
+    assert_eq!(counts, [1, 30, 100, 2000]);
+}
+
 #[tokio::test]
 async fn startup_waits_for_redis_then_gives_up_when_told() {
     let port = servers::free_port();
