@@ -1,8 +1,10 @@
 //! A Redis (or Valkey) counter store on the `fred` client: single node, Sentinel or
 //! Cluster, with upstream's commands and keys so both servers can share one Redis.
 //!
-//! Each request is one pipeline of `INCRBY key hits` + `EXPIRE key ttl` per key (per node
-//! in cluster mode, which fred routes), and SECOND limits may go to a second instance.
+//! Each descriptor is counted with `INCRBY key hits` + `EXPIRE key ttl`: over our own
+//! multiplexed connection on a single Redis (`redis_mux`), as one script call through fred
+//! with Sentinel or Cluster (per node in cluster mode, which fred routes). SECOND limits
+//! may go to a second instance.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
@@ -391,19 +393,23 @@ impl Instance {
         Ok(())
     }
 
-    /// One descriptor's script call, over our own connection where there is one; the
-    /// command pair where scripts are refused.
+    /// One descriptor's count: upstream's `INCRBY` + `EXPIRE` over our own connection, where
+    /// both leave in one write; elsewhere (fred) the script, or the pair where scripts are
+    /// refused.
     async fn count(&self, inc: &Increment) -> Result<i64, Error> {
-        // fred's futures are kilobytes each; boxing them keeps this future (moved and boxed
-        // once per request on the usual path, our own connection) a few hundred bytes. At
-        // 29 KB it cost a 29 KB malloc and memcpy per decision (perf: a fifth of the
-        // server's time on Redis went to memmove and malloc).
+        match &self.mux {
+            Some(mux) => incr_then_expire_mux(mux, inc).await,
+            // fred's futures are kilobytes each; boxed, this future (moved and boxed once per
+            // request) stays a few hundred bytes. At 29 KB it cost a 29 KB malloc and memcpy
+            // per decision (perf: a fifth of the server's time on Redis).
+            None => Box::pin(self.count_fred(inc)).await,
+        }
+    }
+
+    async fn count_fred(&self, inc: &Increment) -> Result<i64, Error> {
+        let client = self.pool.next();
         if !self.scripts_refused.load(Relaxed) {
-            let counted = match &self.mux {
-                Some(mux) => incr_expire_mux(mux, inc).await,
-                None => Box::pin(incr_expire(self.pool.next(), inc)).await,
-            };
-            match counted {
+            match incr_expire(client, inc).await {
                 // A refused command ran nothing, so counting again cannot count twice.
                 Err(e) if refuses_scripts(e.details()) => {
                     self.scripts_refused.store(true, Relaxed);
@@ -411,10 +417,7 @@ impl Instance {
                 r => return r,
             }
         }
-        match &self.mux {
-            Some(mux) => incr_then_expire_mux(mux, inc).await,
-            None => Box::pin(incr_then_expire(self.pool.next(), inc)).await,
-        }
+        incr_then_expire(client, inc).await
     }
 
     async fn get(&self, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
@@ -494,61 +497,24 @@ async fn incr_then_expire(client: &Client, inc: &Increment) -> Result<i64, Error
     Ok(n)
 }
 
-/// [`incr_then_expire`] over our own connection: both calls are queued before either is
-/// awaited, so they usually leave in one write, `INCRBY` first.
+/// [`incr_then_expire`] over our own connection, as one call of two commands: they leave
+/// in one write and their two replies wake the caller once. Redis runs two cheap commands
+/// instead of a script (about 0.6x the Redis CPU per decision, docs/stores.md), and its
+/// command stream is upstream's own.
 async fn incr_then_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
     let [hits, ttl] = script_args(inc);
     let (mut hits_buf, mut ttl_buf) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let (hits, ttl) = (hits_buf.format(hits), ttl_buf.format(ttl));
     let key = inc.key.as_bytes();
-    let frame = |args: &[&[u8]]| {
-        let mut frame = Vec::with_capacity(48 + key.len());
-        redis_mux::encode(&mut frame, args);
-        frame
-    };
-    let (n, expired) = tokio::try_join!(
-        mux.call(frame(&[b"INCRBY", key, hits.as_bytes()])),
-        mux.call(frame(&[b"EXPIRE", key, ttl.as_bytes()])),
-    )
-    .map_err(io_error)?;
-    int_reply(expired)?;
-    int_reply(n)
-}
-
-/// [`incr_expire`] over our own connection.
-async fn incr_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> {
-    let mut reply = mux
-        .call(script_frame(b"EVALSHA", INCR_EXPIRE_SHA.as_bytes(), inc))
-        .await
-        .map_err(io_error)?;
-    if matches!(&reply, Reply::Error(e) if e.starts_with("NOSCRIPT")) {
-        // Nothing ran: sending the script itself cannot count twice.
-        reply = mux
-            .call(script_frame(b"EVAL", INCR_EXPIRE.as_bytes(), inc))
-            .await
-            .map_err(io_error)?;
-    }
-    int_reply(reply)
-}
-
-/// `EVALSHA sha 1 key hits ttl` (or `EVAL script ...`), encoded in one allocation.
-fn script_frame(command: &[u8], script: &[u8], inc: &Increment) -> Vec<u8> {
-    let [hits, ttl] = script_args(inc);
-    let (mut hits_buf, mut ttl_buf) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let key = inc.key.as_bytes();
-    let mut frame = Vec::with_capacity(80 + key.len() + script.len());
+    let mut frame = Vec::with_capacity(64 + 2 * key.len());
     redis_mux::encode(
         &mut frame,
-        &[
-            command,
-            script,
-            b"1",
-            key,
-            hits_buf.format(hits).as_bytes(),
-            ttl_buf.format(ttl).as_bytes(),
-        ],
+        &[b"INCRBY", key, hits_buf.format(hits).as_bytes()],
     );
-    frame
+    redis_mux::encode(
+        &mut frame,
+        &[b"EXPIRE", key, ttl_buf.format(ttl).as_bytes()],
+    );
+    int_reply(mux.call_many(frame, 2).await.map_err(io_error)?)
 }
 
 /// One increment: `EVALSHA`, or `EVAL` when this Redis does not know the script yet (a

@@ -30,6 +30,18 @@ pub enum Reply {
 
 type Responder = oneshot::Sender<Result<Reply, String>>;
 
+/// A queued call: its frame, how many commands the frame holds, and who waits.
+type Call = (Vec<u8>, usize, Responder);
+
+/// A written call still owed replies.
+struct Waiting {
+    tx: Responder,
+    /// Replies still to come for this call.
+    left: usize,
+    /// What the caller gets: the first reply, unless a later one is an error.
+    reply: Option<Reply>,
+}
+
 /// Where and how to connect.
 #[derive(Clone)]
 pub struct Target {
@@ -63,7 +75,7 @@ impl std::fmt::Debug for Target {
 /// The handle callers use; the connection itself lives in a task.
 #[derive(Debug, Clone)]
 pub struct Mux {
-    calls: mpsc::UnboundedSender<(Vec<u8>, Responder)>,
+    calls: mpsc::UnboundedSender<Call>,
 }
 
 impl Mux {
@@ -77,9 +89,16 @@ impl Mux {
     /// Sends one encoded command and waits for its reply. A dropped call (a timeout above)
     /// leaves the connection in step: the reply is read and discarded.
     pub async fn call(&self, frame: Vec<u8>) -> Result<Reply, String> {
+        self.call_many(frame, 1).await
+    }
+
+    /// Sends a frame of `commands` encoded commands (they leave together, in order) and
+    /// answers with the first command's reply, or with the first error any of them got:
+    /// one wake-up for the caller however many commands it needed.
+    pub async fn call_many(&self, frame: Vec<u8>, commands: usize) -> Result<Reply, String> {
         let (tx, rx) = oneshot::channel();
         self.calls
-            .send((frame, tx))
+            .send((frame, commands.max(1), tx))
             .map_err(|_| "redis connection task is gone".to_owned())?;
         rx.await.map_err(|_| "redis connection closed".to_owned())?
     }
@@ -231,7 +250,7 @@ async fn connect(t: &Target) -> Result<Box<dyn Io>, String> {
     Ok(io)
 }
 
-async fn drive(t: Target, mut calls: mpsc::UnboundedReceiver<(Vec<u8>, Responder)>) {
+async fn drive(t: Target, mut calls: mpsc::UnboundedReceiver<Call>) {
     // As fred reconnects: 10 ms, doubling to 1 s, for ever.
     let mut pause = Duration::from_millis(10);
     loop {
@@ -258,20 +277,17 @@ async fn drive(t: Target, mut calls: mpsc::UnboundedReceiver<(Vec<u8>, Responder
     }
 }
 
-fn fail_waiting(calls: &mut mpsc::UnboundedReceiver<(Vec<u8>, Responder)>, e: &str) {
-    while let Ok((_, tx)) = calls.try_recv() {
+fn fail_waiting(calls: &mut mpsc::UnboundedReceiver<Call>, e: &str) {
+    while let Ok((_, _, tx)) = calls.try_recv() {
         let _ = tx.send(Err(e.to_owned()));
     }
 }
 
 /// Runs one connection until it fails (`Err`, every caller in flight told) or the store is
 /// dropped (`Ok`).
-async fn serve(
-    conn: Box<dyn Io>,
-    calls: &mut mpsc::UnboundedReceiver<(Vec<u8>, Responder)>,
-) -> io::Result<()> {
+async fn serve(conn: Box<dyn Io>, calls: &mut mpsc::UnboundedReceiver<Call>) -> io::Result<()> {
     let (mut rd, mut wr) = tokio::io::split(conn);
-    let mut waiting: VecDeque<Responder> = VecDeque::new();
+    let mut waiting: VecDeque<Waiting> = VecDeque::new();
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut inbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let result = loop {
@@ -281,10 +297,10 @@ async fn serve(
                 let mut next = Some(first);
                 // Everything queued meanwhile rides in the same write. A caller that gave
                 // up (its timeout) is not sent: nothing waits for that count any more.
-                while let Some((frame, tx)) = next.take() {
+                while let Some((frame, left, tx)) = next.take() {
                     if !tx.is_closed() {
                         out.extend_from_slice(&frame);
-                        waiting.push_back(tx);
+                        waiting.push_back(Waiting { tx, left, reply: None });
                     }
                     if out.len() < 64 * 1024 {
                         next = calls.try_recv().ok();
@@ -311,14 +327,20 @@ async fn serve(
                     match parse(&inbuf[at..]) {
                         Ok(Some((reply, used))) => {
                             at += used;
-                            match waiting.pop_front() {
-                                Some(tx) => {
-                                    let _ = tx.send(Ok(reply));
-                                }
-                                None => {
-                                    inbuf.drain(..at);
-                                    return Err(io::Error::other("redis sent a reply nobody asked for"));
-                                }
+                            let Some(w) = waiting.front_mut() else {
+                                inbuf.drain(..at);
+                                return Err(io::Error::other("redis sent a reply nobody asked for"));
+                            };
+                            let first_error = matches!(reply, Reply::Error(_))
+                                && !matches!(w.reply, Some(Reply::Error(_)));
+                            if w.reply.is_none() || first_error {
+                                w.reply = Some(reply);
+                            }
+                            w.left -= 1;
+                            if w.left == 0
+                                && let Some(done) = waiting.pop_front()
+                            {
+                                let _ = done.tx.send(Ok(done.reply.unwrap_or(Reply::Other)));
                             }
                         }
                         Ok(None) => break,
@@ -339,9 +361,9 @@ async fn serve(
     result
 }
 
-fn fail_all(waiting: &mut VecDeque<Responder>, e: &io::Error) {
-    for tx in waiting.drain(..) {
-        let _ = tx.send(Err(format!("redis connection failed: {e}")));
+fn fail_all(waiting: &mut VecDeque<Waiting>, e: &io::Error) {
+    for w in waiting.drain(..) {
+        let _ = w.tx.send(Err(format!("redis connection failed: {e}")));
     }
 }
 
@@ -435,6 +457,66 @@ mod tests {
         redis.write_all(b":1\r\n:2\r\n").await.unwrap();
         assert_eq!(first.await.unwrap(), Ok(Reply::Int(1)));
         assert_eq!(last.await.unwrap(), Ok(Reply::Int(2)));
+    }
+
+    /// A call of several commands gets one answer once all its replies are in: the first
+    /// reply, or the first error among them; the calls after it keep their own replies.
+    #[tokio::test]
+    async fn a_multi_command_call_answers_once_with_its_first_reply_or_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mux = Mux::start(Target {
+            addr: listener.local_addr().unwrap().to_string(),
+            unix: false,
+            auth: Vec::new(),
+            timeout: Duration::from_secs(5),
+            tls: None,
+        });
+        let (mut redis, _) = listener.accept().await.unwrap();
+        let frame = |commands: &[&[u8]]| {
+            let mut f = Vec::new();
+            for c in commands {
+                encode(&mut f, &[c]);
+            }
+            f
+        };
+        let mut calls = Vec::new();
+        for (frame, n) in [
+            (frame(&[b"A1", b"A2"]), 2),
+            (frame(&[b"B1", b"B2"]), 2),
+            (frame(&[b"C1", b"C2"]), 2),
+            (frame(&[b"D1"]), 1),
+        ] {
+            let mux = mux.clone();
+            calls.push(tokio::spawn(async move { mux.call_many(frame, n).await }));
+            // In this order on the wire.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 256];
+        while !got.ends_with(b"$2\r\nD1\r\n") {
+            let n = redis.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the mux closed the connection");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        // A: both fine. B: the second fails. C: both fail, the first error wins. D: its
+        // own single reply, after the six of the calls before it.
+        redis
+            .write_all(b":7\r\n:1\r\n:8\r\n-ERR two\r\n-ERR three\r\n-ERR four\r\n:9\r\n")
+            .await
+            .unwrap();
+        let mut answers = Vec::new();
+        for c in calls.drain(..3) {
+            answers.push(c.await.unwrap());
+        }
+        assert_eq!(
+            answers,
+            [
+                Ok(Reply::Int(7)),
+                Ok(Reply::Error("ERR two".into())),
+                Ok(Reply::Error("ERR three".into())),
+            ]
+        );
+        assert_eq!(calls.pop().unwrap().await.unwrap(), Ok(Reply::Int(9)));
     }
 
     #[test]

@@ -95,36 +95,54 @@ async fn keys_and_ttls_match_upstream_with_and_without_prefix() {
     );
 }
 
-/// Counting runs as one script call: a Redis that forgot the script (restart, failover,
-/// `SCRIPT FLUSH`) is sent the script itself, and nothing is counted twice or lost.
+/// Through fred (here Sentinel) counting runs as one script call: a Redis that forgot the
+/// script (restart, failover, `SCRIPT FLUSH`) is sent the script itself, and nothing is
+/// counted twice or lost. Our own connection (single) sends upstream's two commands, which
+/// a flush does not touch either.
 #[tokio::test]
 async fn counting_survives_a_flushed_script_cache() {
-    let r = servers::redis();
-    let store = redis_store(settings(r.port)).await;
-    let l = limiter(store, 1234, "", 0).await;
-    let one = Request::new("domain", vec![Descriptor::new([("m", "a")])]);
-    let two = Request::new(
-        "domain",
-        vec![
-            Descriptor::new([("m", "a")]),
-            Descriptor::new([("key", "b")]),
-        ],
-    );
-    l.should_rate_limit(&one).await.unwrap();
-    assert_eq!(redis_cli(r.port, &["SCRIPT", "FLUSH"]), "OK");
-    l.should_rate_limit(&one).await.unwrap();
-    assert_eq!(redis_cli(r.port, &["SCRIPT", "FLUSH"]), "OK");
-    let resp = l.should_rate_limit(&two).await.unwrap();
-    assert_eq!(redis_cli(r.port, &["GET", "domain_m_a_1200"]), "3");
-    assert_eq!(redis_cli(r.port, &["GET", "domain_key_b_1234"]), "1");
-    assert_eq!(resp.statuses[0].limit_remaining, 2);
-    assert_eq!(resp.statuses[1].limit_remaining, 4);
-    // The TTL is set as upstream's EXPIRE sets it: a minute, no jitter configured.
-    assert!((58..=60).contains(&ttl(r.port, "domain_m_a_1200")));
+    let single = servers::redis();
+    let (master, sentinel) = servers::redis_sentinel();
+    let via_sentinel = RedisSettings {
+        url: format!("mymaster,127.0.0.1:{}", sentinel.port),
+        kind: RedisKind::Sentinel,
+        timeout: Duration::from_secs(5),
+        ..RedisSettings::default()
+    };
+    for (port, s) in [
+        (single.port, settings(single.port)),
+        (master.port, via_sentinel),
+    ] {
+        let l = limiter(redis_store(s).await, 1234, "", 0).await;
+        let one = Request::new("domain", vec![Descriptor::new([("m", "a")])]);
+        let two = Request::new(
+            "domain",
+            vec![
+                Descriptor::new([("m", "a")]),
+                Descriptor::new([("key", "b")]),
+            ],
+        );
+        l.should_rate_limit(&one).await.unwrap();
+        assert_eq!(redis_cli(port, &["SCRIPT", "FLUSH"]), "OK");
+        l.should_rate_limit(&one).await.unwrap();
+        assert_eq!(redis_cli(port, &["SCRIPT", "FLUSH"]), "OK");
+        let resp = l.should_rate_limit(&two).await.unwrap();
+        assert_eq!(
+            redis_cli(port, &["GET", "domain_m_a_1200"]),
+            "3",
+            "port {port}"
+        );
+        assert_eq!(redis_cli(port, &["GET", "domain_key_b_1234"]), "1");
+        assert_eq!(resp.statuses[0].limit_remaining, 2);
+        assert_eq!(resp.statuses[1].limit_remaining, 4);
+        // The TTL is set as upstream's EXPIRE sets it: a minute, no jitter configured.
+        let t = ttl(port, "domain_m_a_1200");
+        assert!((58..=60).contains(&t), "port {port}: ttl {t}");
+    }
     // The digest the store calls the script by is the one Redis computes for it.
     assert_eq!(
         redis_cli(
-            r.port,
+            single.port,
             &["SCRIPT", "LOAD", ratelimit_backends::redis::INCR_EXPIRE]
         ),
         ratelimit_backends::redis::INCR_EXPIRE_SHA
@@ -132,8 +150,8 @@ async fn counting_survives_a_flushed_script_cache() {
 }
 
 /// Counting authenticates like everything else (`REDIS_AUTH` as `user:password`), over
-/// TCP and over a Unix socket. The default user here may not run scripts, so a count that
-/// went through unauthenticated would fail.
+/// TCP and over a Unix socket. The default user here may not count (`INCRBY`, scripts),
+/// so a count that went through unauthenticated would fail.
 #[tokio::test]
 async fn counting_authenticates_over_tcp_and_a_unix_socket() {
     let dir = servers::temp_dir("redis-auth");
@@ -153,6 +171,7 @@ async fn counting_authenticates_over_tcp_and_a_unix_socket() {
             "~*",
             "&*",
             "+@all",
+            "-incrby",
             "-evalsha",
             "-eval",
             "--user",
@@ -164,7 +183,7 @@ async fn counting_authenticates_over_tcp_and_a_unix_socket() {
             "+@all",
         ],
     );
-    assert!(redis_cli(port, &["EVAL", "return 1", "0"]).contains("NOPERM"));
+    assert!(redis_cli(port, &["INCRBY", "x", "1"]).contains("NOPERM"));
     let req = Request::new("domain", vec![Descriptor::new([("m", "a")])]);
     for (socket_type, url, expect) in [
         (SocketType::Tcp, format!("127.0.0.1:{port}"), "1"),
