@@ -139,7 +139,11 @@ struct Instance {
     /// This Redis refused the counting script (scripting disabled by `rename-command` or an
     /// ACL, or a proxy without it): count with upstream's two commands from now on.
     scripts_refused: AtomicBool,
+    /// Told, once, when this instance switches to the command pair.
+    warn: Warn,
 }
+
+type Warn = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The Redis [`CounterStore`].
 pub struct RedisStore {
@@ -282,6 +286,7 @@ impl Instance {
                         settings,
                         mux,
                         scripts_refused: AtomicBool::new(false),
+                        warn: std::sync::Arc::new(|_: &str| {}),
                     });
                 }
                 Err(e) => {
@@ -412,7 +417,14 @@ impl Instance {
             match incr_expire(client, inc).await {
                 // A refused command ran nothing, so counting again cannot count twice.
                 Err(e) if refuses_scripts(e.details()) => {
-                    self.scripts_refused.store(true, Relaxed);
+                    if !self.scripts_refused.swap(true, Relaxed) {
+                        (self.warn)(&format!(
+                            "redis {} refused the counting script ({}); counting with \
+                             INCRBY + EXPIRE from now on",
+                            self.settings.url,
+                            e.details()
+                        ));
+                    }
                 }
                 r => return r,
             }
@@ -594,6 +606,18 @@ impl RedisStore {
             None => None,
         };
         Ok(RedisStore { main, per_second })
+    }
+
+    /// Where warnings go that arise while serving (not at connect time): today, a Redis
+    /// reached through fred (Sentinel, Cluster) refusing the counting script, after which
+    /// that instance counts with upstream's two commands. Told once per instance.
+    pub fn with_warnings(mut self, warn: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        let warn: Warn = std::sync::Arc::new(warn);
+        self.main.warn = warn.clone();
+        if let Some(ps) = &mut self.per_second {
+            ps.warn = warn;
+        }
+        self
     }
 
     fn route(&self, unit: Unit) -> bool {

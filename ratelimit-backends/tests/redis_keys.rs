@@ -309,9 +309,9 @@ async fn startup_waits_for_redis_then_gives_up_when_told() {
     assert!(handle.await.unwrap().is_ok());
 }
 
-/// Hardened setups rename `EVAL`/`EVALSHA` away: counting falls back to upstream's own
-/// `INCRBY` + `EXPIRE`, over our connection (single) and over fred (Sentinel), and leaves the
-/// same counts and TTLs.
+/// Hardened setups rename `EVAL`/`EVALSHA` away: counting through fred (Sentinel) falls back
+/// to upstream's own `INCRBY` + `EXPIRE` and says so once; our connection (single) sends the
+/// pair anyway. Both leave the same counts and TTLs.
 #[tokio::test]
 async fn counting_falls_back_to_two_commands_when_scripts_are_refused() {
     let no_scripts = [
@@ -334,7 +334,15 @@ async fn counting_falls_back_to_two_commands_when_scripts_are_refused() {
         (single.port, settings(single.port)),
         (master.port, via_sentinel),
     ] {
-        let l = limiter(redis_store(s).await, 1234, "", 0).await;
+        let warned = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let store = RedisStore::connect(s, None, StartupBackoff::default(), &|_| {})
+            .await
+            .unwrap()
+            .with_warnings({
+                let warned = warned.clone();
+                move |m| warned.lock().unwrap().push(m.to_owned())
+            });
+        let l = limiter(Arc::new(store), 1234, "", 0).await;
         let req = Request::new("domain", vec![Descriptor::new([("m", "v")])]);
         let mut codes = Vec::new();
         for _ in 0..6 {
@@ -345,5 +353,16 @@ async fn counting_falls_back_to_two_commands_when_scripts_are_refused() {
         assert_eq!(redis_cli(port, &["GET", "domain_m_v_1200"]), "6");
         let t = ttl(port, "domain_m_v_1200");
         assert!((55..=60).contains(&t), "ttl {t}");
+        // Our own connection never sends the script; fred says once that it stopped.
+        let warned = warned.lock().unwrap().clone();
+        if port == single.port {
+            assert_eq!(warned, Vec::<String>::new());
+        } else {
+            assert_eq!(warned.len(), 1, "{warned:?}");
+            assert!(
+                warned[0].contains("refused the counting script"),
+                "{warned:?}"
+            );
+        }
     }
 }

@@ -71,7 +71,8 @@ async fn run(settings: Settings) -> Result<(), String> {
                     &retry,
                 )
                 .await
-                .map_err(|e| format!("cannot connect to redis: {e}"))?,
+                .map_err(|e| format!("cannot connect to redis: {e}"))?
+                .with_warnings(|m| log::log(Level::Warn, m)),
             );
             redis_handle = Some(r.clone());
             r
