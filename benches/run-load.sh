@@ -3,7 +3,9 @@
 # on a shared 2-core machine only same-run ratios are stable (docs/benchmarks.md):
 #   1. Redis ceiling: redis-benchmark INCR -c 50 -P 1 and -P 16, alternating with
 #      our server on Redis (gRPC, 1 descriptor, 64 streams);  ratio >= 1.0 vs -P 1
-#   2. p99 at a fixed offered load of 20,000 decisions/s on Redis; target < 1 ms
+#   2. p99 at a fixed offered load of 20,000 decisions/s on Redis; target < 1 ms. Next to
+#      it, the null server at the same load (what this box allows a server that does
+#      nothing), and the pacer's own lateness (how late a plain thread wakes here)
 #   3. our server on the memory store vs the null gRPC server (same stack), alternating;
 #      ratio >= 0.8; plus /json on the memory store for reference
 # Everything listens on loopback, is stopped by PID, and each run is bounded by DURATION.
@@ -60,12 +62,16 @@ start_server() {
 
 for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
 start_server redis 18180 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
+# The same server on one runtime worker: on this box it shares 2 cores with Redis and the
+# load generator, and one worker leaves them a core (tokio reads TOKIO_WORKER_THREADS).
+start_server redis1w 18380 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT \
+    TOKIO_WORKER_THREADS=1
 start_server memory 18280 BACKEND_TYPE=memory
 "$bin/rl-null-server" 127.0.0.1:18291 >"$work/null.log" 2>&1 &
 pids+=($!)
 sleep 0.5
 
-load() { timeout $((DURATION + 30)) "$bin/rl-load" --duration "$DURATION" --streams $STREAMS "$@"; }
+load() { timeout $((DURATION + 30)) "$bin/rl-load" --duration "$DURATION" --streams $STREAMS --warmup 20 "$@"; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 rb() {
     timeout 120 redis-benchmark -p $REDIS_PORT -t incr -c 50 -P "$1" -n "$2" -q 2>/dev/null |
@@ -73,19 +79,22 @@ rb() {
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-r_p1=() r_ours=() r_mem=() r_null=()
+r_p1=() r_p1w=() r_mem=()
 for rep in $(seq "$REPS"); do
     echo "-- round $rep"
     p1=$(rb 1 $((150000 * DURATION / 5)))
     p16=$(rb 16 $((1000000 * DURATION / 5)))
     ours_line=$(load --addr 127.0.0.1:18182 --label redis_grpc)
     ours=$(echo "$ours_line" | field rate)
+    one_line=$(load --addr 127.0.0.1:18382 --label redis_grpc_1worker)
     echo "redis-benchmark INCR -c 50 -P 1: $p1/s   -P 16: $p16/s"
     echo "$ours_line"
+    echo "$one_line"
     ratio=$(echo "$ours / $p1" | bc -l)
-    printf 'RATIO server_on_redis / redis_incr_P1 = %.3f   / P16 = %.3f   (target >= 1.0 vs P1)\n' \
-        "$ratio" "$(echo "$ours / $p16" | bc -l)"
+    printf 'RATIO server_on_redis / redis_incr_P1 = %.3f   / P16 = %.3f   one worker / P1 = %.3f   (target >= 1.0 vs P1)\n' \
+        "$ratio" "$(echo "$ours / $p16" | bc -l)" "$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)"
     r_p1+=("$ratio")
+    r_p1w+=("$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)")
 
     mem_line=$(load --addr 127.0.0.1:18282 --label memory_grpc)
     null_line=$(load --addr 127.0.0.1:18291 --label null_grpc)
@@ -96,10 +105,22 @@ for rep in $(seq "$REPS"); do
     r_mem+=("$ratio")
 done
 
-echo "-- fixed offered load on Redis, open loop: 20000 decisions/s (target p99 < 1 ms), and 5000/s"
-load --addr 127.0.0.1:18182 --rate 20000 --label redis_grpc_20k
+echo "-- fixed offered load, open loop: 20000 decisions/s on Redis (target p99 < 1 ms), the"
+echo "   memory store and the null server alternating; then 5000/s on Redis"
+r_p99=() w_p99=() n_p99=()
+for rep in $(seq "$REPS"); do
+    redis_line=$(load --addr 127.0.0.1:18182 --rate 20000 --label redis_grpc_20k)
+    echo "$redis_line"
+    one_line=$(load --addr 127.0.0.1:18382 --rate 20000 --label redis_grpc_1worker_20k)
+    echo "$one_line"
+    load --addr 127.0.0.1:18282 --rate 20000 --label memory_grpc_20k
+    null_line=$(load --addr 127.0.0.1:18291 --rate 20000 --label null_grpc_20k)
+    echo "$null_line"
+    r_p99+=("$(echo "$redis_line" | field p99_us)")
+    w_p99+=("$(echo "$one_line" | field p99_us)")
+    n_p99+=("$(echo "$null_line" | field p99_us)")
+done
 load --addr 127.0.0.1:18182 --rate 5000 --label redis_grpc_5k
-load --addr 127.0.0.1:18282 --rate 20000 --label memory_grpc_20k
 echo "-- /json on the memory store and on Redis (closed loop, 64 connections)"
 load --target json --addr 127.0.0.1:18280 --label memory_json
 load --target json --addr 127.0.0.1:18180 --label redis_json
@@ -109,4 +130,9 @@ printf 'MEDIAN server_on_redis / redis_incr_P1 = %.3f  (target >= 1.0)\n' \
     "$(printf '%s\n' "${r_p1[@]}" | median)"
 printf 'MEDIAN server_on_memory / null_server = %.3f  (target >= 0.8)\n' \
     "$(printf '%s\n' "${r_mem[@]}" | median)"
+printf 'MEDIAN server_on_redis, one worker / redis_incr_P1 = %.3f\n' \
+    "$(printf '%s\n' "${r_p1w[@]}" | median)"
+printf 'MEDIAN p99 at 20000/s: Redis %s us, Redis on one worker %s us, null server %s us  (target Redis < 1000 us)\n' \
+    "$(printf '%s\n' "${r_p99[@]}" | median)" "$(printf '%s\n' "${w_p99[@]}" | median)" \
+    "$(printf '%s\n' "${n_p99[@]}" | median)"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
