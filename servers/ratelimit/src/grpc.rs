@@ -211,6 +211,9 @@ where
 {
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
+        // No `date` header: gRPC clients ignore it, upstream's grpc-go does not send one,
+        // and it is a formatted, changing header on every response.
+        .auto_date_header(false)
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(routes));
     tokio::pin!(conn);
     let age = tokio::time::sleep(jittered(ageing.max_age));
