@@ -517,7 +517,7 @@ async fn incr_then_expire_mux(mux: &Mux, inc: &Increment) -> Result<i64, Error> 
     let [hits, ttl] = script_args(inc);
     let (mut hits_buf, mut ttl_buf) = (itoa::Buffer::new(), itoa::Buffer::new());
     let key = inc.key.as_bytes();
-    let mut frame = Vec::with_capacity(64 + 2 * key.len());
+    let mut frame = Vec::with_capacity(96 + 2 * key.len());
     redis_mux::encode(
         &mut frame,
         &[b"INCRBY", key, hits_buf.format(hits).as_bytes()],
