@@ -410,10 +410,8 @@ mod tests {
         );
     }
 
-    /// A call queued behind a slow write whose caller gives up meanwhile is never sent;
-    /// the calls around it are sent and answered in order.
-    #[tokio::test]
-    async fn a_call_given_up_before_its_write_is_not_sent() {
+    /// A mux connected to a socket the test plays Redis on.
+    async fn mux_and_fake_redis() -> (Mux, tokio::net::TcpStream) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mux = Mux::start(Target {
             addr: listener.local_addr().unwrap().to_string(),
@@ -422,7 +420,15 @@ mod tests {
             timeout: Duration::from_secs(5),
             tls: None,
         });
-        let (mut redis, _) = listener.accept().await.unwrap();
+        let (redis, _) = listener.accept().await.unwrap();
+        (mux, redis)
+    }
+
+    /// A call queued behind a slow write whose caller gives up meanwhile is never sent;
+    /// the calls around it are sent and answered in order.
+    #[tokio::test]
+    async fn a_call_given_up_before_its_write_is_not_sent() {
+        let (mux, mut redis) = mux_and_fake_redis().await;
         let frame = |args: &[&[u8]]| {
             let mut f = Vec::new();
             encode(&mut f, args);
@@ -463,15 +469,7 @@ mod tests {
     /// reply, or the first error among them; the calls after it keep their own replies.
     #[tokio::test]
     async fn a_multi_command_call_answers_once_with_its_first_reply_or_error() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mux = Mux::start(Target {
-            addr: listener.local_addr().unwrap().to_string(),
-            unix: false,
-            auth: Vec::new(),
-            timeout: Duration::from_secs(5),
-            tls: None,
-        });
-        let (mut redis, _) = listener.accept().await.unwrap();
+        let (mux, mut redis) = mux_and_fake_redis().await;
         let frame = |commands: &[&[u8]]| {
             let mut f = Vec::new();
             for c in commands {

@@ -31,6 +31,16 @@ fn settings(port: u16) -> RedisSettings {
     }
 }
 
+/// Through the sentinel on `port`, to the master `servers::redis_sentinel` names.
+fn sentinel_settings(port: u16) -> RedisSettings {
+    RedisSettings {
+        url: format!("mymaster,127.0.0.1:{port}"),
+        kind: RedisKind::Sentinel,
+        timeout: Duration::from_secs(5),
+        ..RedisSettings::default()
+    }
+}
+
 async fn limiter(
     store: Arc<RedisStore>,
     now: u64,
@@ -103,15 +113,9 @@ async fn keys_and_ttls_match_upstream_with_and_without_prefix() {
 async fn counting_survives_a_flushed_script_cache() {
     let single = servers::redis();
     let (master, sentinel) = servers::redis_sentinel();
-    let via_sentinel = RedisSettings {
-        url: format!("mymaster,127.0.0.1:{}", sentinel.port),
-        kind: RedisKind::Sentinel,
-        timeout: Duration::from_secs(5),
-        ..RedisSettings::default()
-    };
     for (port, s) in [
         (single.port, settings(single.port)),
-        (master.port, via_sentinel),
+        (master.port, sentinel_settings(sentinel.port)),
     ] {
         let l = limiter(redis_store(s).await, 1234, "", 0).await;
         let one = Request::new("domain", vec![Descriptor::new([("m", "a")])]);
@@ -324,15 +328,9 @@ async fn counting_falls_back_to_two_commands_when_scripts_are_refused() {
     ];
     let single = servers::redis_on(servers::free_port(), &no_scripts);
     let (master, sentinel) = servers::redis_sentinel_with(&no_scripts);
-    let via_sentinel = RedisSettings {
-        url: format!("mymaster,127.0.0.1:{}", sentinel.port),
-        kind: RedisKind::Sentinel,
-        timeout: Duration::from_secs(5),
-        ..RedisSettings::default()
-    };
     for (port, s) in [
         (single.port, settings(single.port)),
-        (master.port, via_sentinel),
+        (master.port, sentinel_settings(sentinel.port)),
     ] {
         let warned = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let store = RedisStore::connect(s, None, StartupBackoff::default(), &|_| {})
