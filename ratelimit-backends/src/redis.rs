@@ -377,9 +377,7 @@ impl Instance {
         }
     }
 
-    /// Upstream's `INCRBY key hits` + `EXPIRE key ttl` per descriptor, as one script call:
-    /// Redis ends in the same state, but the client sends and Redis answers one command
-    /// instead of two (fred writes each command of a pipeline with its own syscall).
+    /// Counts every item ([`Instance::count`]) within the timeout and a pipeline slot;
     /// `out[i]` gets the count of `items[i]`.
     async fn increment(&self, items: &[&Increment], out: &mut [u64]) -> Result<(), StoreError> {
         if let ([inc], [n]) = (items, &mut *out) {
