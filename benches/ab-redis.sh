@@ -14,14 +14,8 @@ DURATION=${3:-5}
 REPS=${4:-5}
 shift 4 2>/dev/null || shift $#
 REDIS_PORT=16398
-work=$(mktemp -d /tmp/rl-ab.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. benches/lib.sh
+scratch ab
 cargo build --release --locked -p ratelimit-benches --bin rl-load >&2
 load_bin=${CARGO_TARGET_DIR:-target}/release/rl-load
 

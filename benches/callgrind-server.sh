@@ -12,14 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-5000}
 WORKERS=${2:-2}
-work=$(mktemp -d /tmp/rl-cgs.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. benches/lib.sh
+scratch cgs
 cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
     --bin rl-load --bin rl-null-server >&2
 bin=target/release

@@ -9,14 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNTERS=${1:-1000000}
 OVERRIDES=${2:-100000}
-work=$(mktemp -d /tmp/rl-mem.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. benches/lib.sh
+scratch mem
 cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches --bin rl-load >&2
 bin=target/release
 mkdir -p "$work/rt/config"

@@ -16,14 +16,8 @@ DURATION=${1:-5}
 REPS=${2:-3}
 STREAMS=64
 REDIS_PORT=16399
-work=$(mktemp -d /tmp/rl-load.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. benches/lib.sh
+scratch load
 
 cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
     --bin rl-load --bin rl-null-server >&2
