@@ -10,6 +10,8 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -72,18 +74,46 @@ impl std::fmt::Debug for Target {
     }
 }
 
-/// The handle callers use; the connection itself lives in a task.
+/// The handle callers use; each connection lives in a task.
+///
+/// A caller on a runtime of several workers (or none) shares the connection started with
+/// the handle. A caller on a runtime of one worker (a current-thread runtime, or a
+/// multi-thread one sized 1) gets a connection of its own thread, started on first use: a
+/// server that runs a one-worker runtime per core (ours does, for its gRPC connections)
+/// then keeps each decision, its Redis round trip included, on one thread. Through one
+/// shared connection, each batch of replies woke the callers' threads from the
+/// connection's.
 #[derive(Debug, Clone)]
 pub struct Mux {
-    calls: mpsc::UnboundedSender<Call>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    target: Target,
+    /// The connection started with the handle, for callers without one of their own.
+    home: mpsc::UnboundedSender<Call>,
+    /// Per-thread connections. The home one is listed too when it was started on a
+    /// one-worker runtime, so that its own thread does not open a second.
+    own: Mutex<Vec<(ThreadId, mpsc::UnboundedSender<Call>)>>,
 }
 
 impl Mux {
     /// Starts the connection task (it connects on its own, and again after any failure).
     pub fn start(target: Target) -> Mux {
-        let (calls, rx) = mpsc::unbounded_channel();
-        tokio::spawn(drive(target, rx));
-        Mux { calls }
+        let (home, rx) = mpsc::unbounded_channel();
+        tokio::spawn(drive(target.clone(), rx));
+        let mut own = Vec::new();
+        if one_worker_runtime().is_some() {
+            own.push((std::thread::current().id(), home.clone()));
+        }
+        Mux {
+            shared: Arc::new(Shared {
+                target,
+                home,
+                own: Mutex::new(own),
+            }),
+        }
     }
 
     /// Sends one encoded command and waits for its reply. A dropped call (a timeout above)
@@ -97,11 +127,37 @@ impl Mux {
     /// one wake-up for the caller however many commands it needed.
     pub async fn call_many(&self, frame: Vec<u8>, commands: usize) -> Result<Reply, String> {
         let (tx, rx) = oneshot::channel();
-        self.calls
-            .send((frame, commands.max(1), tx))
+        self.send((frame, commands.max(1), tx))
             .map_err(|_| "redis connection task is gone".to_owned())?;
         rx.await.map_err(|_| "redis connection closed".to_owned())?
     }
+
+    fn send(&self, call: Call) -> Result<(), mpsc::error::SendError<Call>> {
+        let Some(runtime) = one_worker_runtime() else {
+            return self.shared.home.send(call);
+        };
+        let me = std::thread::current().id();
+        // Held only to find or add this thread's sender: sends do not block.
+        let mut own = self.shared.own.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, tx)) = own.iter().find(|(id, _)| *id == me) {
+            return tx.send(call);
+        }
+        // A thread's runtime that has stopped took its connection task with it.
+        own.retain(|(_, tx)| !tx.is_closed());
+        let (tx, rx) = mpsc::unbounded_channel();
+        runtime.spawn(drive(self.shared.target.clone(), rx));
+        let sent = tx.send(call);
+        own.push((me, tx));
+        sent
+    }
+}
+
+/// The runtime of the calling task, when it has a single worker: then that runtime's tasks
+/// all run on one thread.
+fn one_worker_runtime() -> Option<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|h| h.metrics().num_workers() == 1)
 }
 
 /// Appends a RESP array of bulk strings.
@@ -426,6 +482,89 @@ mod tests {
 
     /// A call queued behind a slow write whose caller gives up meanwhile is never sent;
     /// the calls around it are sent and answered in order.
+    /// A fake Redis numbering its connections from 1, answering every `PING` on a
+    /// connection with that connection's number.
+    async fn numbering_fake_redis() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            for n in 1.. {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 256];
+                    loop {
+                        match conn.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        let ping = b"*1\r\n$4\r\nPING\r\n";
+                        while buf.starts_with(ping) {
+                            buf.drain(..ping.len());
+                            let reply = format!(":{n}\r\n");
+                            conn.write_all(reply.as_bytes()).await.unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_one_worker_runtime_calls_over_a_connection_of_its_own_thread() {
+        let ping = || {
+            let mut f = Vec::new();
+            encode(&mut f, &[b"PING"]);
+            f
+        };
+        let shared = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mux = shared.block_on(async {
+            Mux::start(Target {
+                addr: numbering_fake_redis().await,
+                unix: false,
+                auth: Vec::new(),
+                timeout: Duration::from_secs(5),
+                tls: None,
+            })
+        });
+        let on_shared = |mux: Mux| {
+            shared
+                .block_on(shared.spawn(async move { mux.call(ping()).await }))
+                .unwrap()
+        };
+        assert_eq!(on_shared(mux.clone()), Ok(Reply::Int(1)));
+
+        // A current-thread runtime: this thread's own connection, reused.
+        let here = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(here.block_on(mux.call(ping())), Ok(Reply::Int(2)));
+        assert_eq!(here.block_on(mux.call(ping())), Ok(Reply::Int(2)));
+
+        // A one-worker runtime, as the server's connection threads are: its worker's own.
+        let one = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let call_on_one = |mux: Mux| {
+            one.block_on(one.spawn(async move { mux.call(ping()).await }))
+                .unwrap()
+        };
+        assert_eq!(call_on_one(mux.clone()), Ok(Reply::Int(3)));
+        assert_eq!(call_on_one(mux.clone()), Ok(Reply::Int(3)));
+
+        // The work-stealing runtime's callers still share the first connection.
+        assert_eq!(on_shared(mux.clone()), Ok(Reply::Int(1)));
+        assert_eq!(here.block_on(mux.call(ping())), Ok(Reply::Int(2)));
+    }
+
     #[tokio::test]
     async fn a_call_given_up_before_its_write_is_not_sent() {
         let (mux, mut redis) = mux_and_fake_redis().await;

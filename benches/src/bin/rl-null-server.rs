@@ -1,13 +1,13 @@
 //! The denominator of the server ratio: `ShouldRateLimit` on exactly the stack of the real
 //! server (`ratelimit_server::grpc::serve_grpc`: tonic routes on hyper's HTTP/2 connection,
-//! same runtime) that answers OK at once, so `ours / null` is the share of the per-request
+//! the same connection threads as on the memory store and Redis) that answers OK at once, so `ours / null` is the share of the per-request
 //! budget left after our decision path.
 //!
 //! `rl-null-server [ADDR]` (default 127.0.0.1:18091); prints `listening grpc=ADDR`.
 
 use std::time::Duration;
 
-use ratelimit_server::grpc::{Ageing, GrpcListener, serve_grpc};
+use ratelimit_server::grpc::{Ageing, GrpcListener, conn_thread_count, serve_grpc};
 use ratelimit_server::pb::rls;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -61,6 +61,8 @@ async fn main() {
         ageing,
         rx,
         Duration::from_secs(1),
+        // As the real server on the memory store and Redis.
+        conn_thread_count(),
     )
     .await;
 }

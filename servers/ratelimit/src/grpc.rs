@@ -5,7 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -143,6 +143,8 @@ fn jittered(age: Duration) -> Duration {
 }
 
 /// Serves gRPC until `shutdown` flips, then drains connections for at most `drain`.
+/// Connections are served on `threads` connection threads (see [`conn_threads_for`]), or
+/// on the caller's runtime when `threads` is 0.
 pub async fn serve_grpc(
     listener: GrpcListener,
     routes: Routes,
@@ -150,7 +152,9 @@ pub async fn serve_grpc(
     ageing: Ageing,
     mut shutdown: watch::Receiver<bool>,
     drain: Duration,
+    threads: usize,
 ) {
+    let threads = ConnThreads::start(threads);
     let mut conns = JoinSet::new();
     loop {
         while conns.try_join_next().is_some() {}
@@ -169,26 +173,162 @@ pub async fn serve_grpc(
         let routes = routes.clone();
         let shutdown = shutdown.clone();
         let tls = tls.as_ref().map(|t| t.load_full());
-        conns.spawn(async move {
-            match (io, tls) {
-                (Accepted::Tcp(s), Some(cfg)) => {
-                    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(s)).await {
-                        Ok(Ok(tls)) => serve_conn(tls, routes, ageing, shutdown).await,
-                        Ok(Err(e)) => {
-                            log::log(Level::Debug, &format!("gRPC TLS handshake failed: {e}"))
-                        }
-                        Err(_) => log::log(Level::Debug, "gRPC TLS handshake timed out"),
+        let thread = threads.least_busy();
+        let local = thread.runtime.is_some();
+        let live = LiveGuard::new(thread.live.clone());
+        conns.spawn_on(
+            async move {
+                let _live = live;
+                // The socket moves to this thread's own reactor.
+                let io = match io.register() {
+                    Ok(io) => io,
+                    Err(e) => {
+                        log::log(
+                            Level::Debug,
+                            &format!("gRPC connection lost on hand-over: {e}"),
+                        );
+                        return;
                     }
+                };
+                match (io, tls) {
+                    (Accepted::Tcp(s), Some(cfg)) => {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+                        match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(s))
+                            .await
+                        {
+                            Ok(Ok(tls)) => serve_conn(tls, routes, ageing, shutdown, local).await,
+                            Ok(Err(e)) => {
+                                log::log(Level::Debug, &format!("gRPC TLS handshake failed: {e}"))
+                            }
+                            Err(_) => log::log(Level::Debug, "gRPC TLS handshake timed out"),
+                        }
+                    }
+                    (Accepted::Tcp(s), None) => {
+                        serve_conn(s, routes, ageing, shutdown, local).await
+                    }
+                    (Accepted::Unix(s), _) => serve_conn(s, routes, ageing, shutdown, local).await,
                 }
-                (Accepted::Tcp(s), None) => serve_conn(s, routes, ageing, shutdown).await,
-                (Accepted::Unix(s), _) => serve_conn(s, routes, ageing, shutdown).await,
-            }
-        });
+            },
+            &thread.handle,
+        );
     }
     drop(listener);
     let _ = tokio::time::timeout(drain, async { while conns.join_next().await.is_some() {} }).await;
     conns.abort_all();
+}
+
+/// How many connection threads to serve gRPC on, for a server counting on `backend`.
+///
+/// One per CPU, or `TOKIO_WORKER_THREADS` (the knob that sizes the main runtime too), for
+/// the memory store and Redis, whose counting then stays on each connection's thread (the
+/// Redis store opens a connection per such thread). None for memcached: its pooled
+/// connections are shared by every caller, and with upstream's default of two idle
+/// connections per node, 64 concurrent streams on connection threads ran at 0.58x the rate
+/// of the shared runtime (docs/benchmarks.md).
+pub fn conn_threads_for(backend: crate::settings::BackendType) -> usize {
+    if backend == crate::settings::BackendType::Memcache {
+        return 0;
+    }
+    conn_thread_count()
+}
+
+/// `TOKIO_WORKER_THREADS`, or one per CPU.
+pub fn conn_thread_count() -> usize {
+    std::env::var("TOKIO_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+}
+
+/// The threads that serve accepted gRPC connections, each a runtime with one worker of its
+/// own. A connection's work (reading frames, its streams, writing answers, and the store's
+/// round trips when the store keeps a connection per thread, as the Redis one does) then
+/// never crosses threads, and a thread with nothing to do sleeps. On one work-stealing
+/// runtime, a busy connection kept waking the idle workers, which took it over in turn.
+struct ConnThreads {
+    threads: Vec<ConnThread>,
+}
+
+struct ConnThread {
+    handle: tokio::runtime::Handle,
+    /// Connections on this thread; a new one goes to the thread with the fewest.
+    live: Arc<AtomicUsize>,
+    /// `None` when serving on the caller's runtime.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl ConnThreads {
+    fn start(n: usize) -> Self {
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            // A multi-thread runtime of one worker rather than a current-thread runtime:
+            // it needs no thread of ours blocking on it, and it was 1.1-1.3x the rate on
+            // Redis (its LIFO slot runs a just-woken task next).
+            let built = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name(format!("grpc-conn-{i}"))
+                .enable_all()
+                .build();
+            match built {
+                Ok(runtime) => threads.push(ConnThread {
+                    handle: runtime.handle().clone(),
+                    live: Arc::default(),
+                    runtime: Some(runtime),
+                }),
+                Err(e) => {
+                    log::log(
+                        Level::Error,
+                        &format!("cannot start gRPC connection thread {i}: {e}"),
+                    );
+                    break;
+                }
+            }
+        }
+        if threads.is_empty() {
+            // None asked for, or none could start: serve on the caller's runtime.
+            threads.push(ConnThread {
+                handle: tokio::runtime::Handle::current(),
+                live: Arc::default(),
+                runtime: None,
+            });
+        }
+        ConnThreads { threads }
+    }
+
+    fn least_busy(&self) -> &ConnThread {
+        self.threads
+            .iter()
+            .min_by_key(|t| t.live.load(Relaxed))
+            .expect("start leaves at least one thread")
+    }
+}
+
+impl Drop for ConnThread {
+    fn drop(&mut self) {
+        // Dropped inside the caller's runtime, where waiting for a runtime to stop is not
+        // allowed; its connections were drained or aborted before this.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Counts a connection on its thread for as long as it lives.
+struct LiveGuard(Arc<AtomicUsize>);
+
+impl LiveGuard {
+    fn new(live: Arc<AtomicUsize>) -> Self {
+        live.fetch_add(1, Relaxed);
+        LiveGuard(live)
+    }
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 enum Accepted {
@@ -196,25 +336,51 @@ enum Accepted {
     Unix(tokio::net::UnixStream),
 }
 
-async fn accept(l: &GrpcListener) -> std::io::Result<Accepted> {
+/// An accepted socket between the accepting runtime and a connection thread.
+enum Unregistered {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Unregistered {
+    /// Registers the socket with the reactor of the runtime this is called on.
+    fn register(self) -> std::io::Result<Accepted> {
+        Ok(match self {
+            Unregistered::Tcp(s) => Accepted::Tcp(tokio::net::TcpStream::from_std(s)?),
+            Unregistered::Unix(s) => Accepted::Unix(tokio::net::UnixStream::from_std(s)?),
+        })
+    }
+}
+
+async fn accept(l: &GrpcListener) -> std::io::Result<Unregistered> {
     match l {
         GrpcListener::Tcp(l) => {
             let (s, _) = l.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok(Accepted::Tcp(s))
+            Ok(Unregistered::Tcp(s.into_std()?))
         }
-        GrpcListener::Unix(l) => Ok(Accepted::Unix(l.accept().await?.0)),
+        GrpcListener::Unix(l) => Ok(Unregistered::Unix(l.accept().await?.0.into_std()?)),
     }
 }
 
 /// One HTTP/2 connection: served until the client leaves, the server shuts down, or the
 /// connection reaches its age (then GOAWAY, and a hard close after the grace period).
-async fn serve_conn<I>(io: I, routes: Routes, ageing: Ageing, mut shutdown: watch::Receiver<bool>)
-where
+async fn serve_conn<I>(
+    io: I,
+    routes: Routes,
+    ageing: Ageing,
+    mut shutdown: watch::Receiver<bool>,
+    local: bool,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (exec, mut started) = mpsc::unbounded_channel();
-    let conn = hyper::server::conn::http2::Builder::new(StreamExec(exec))
+    let exec = if local {
+        StreamExec::Local(exec)
+    } else {
+        StreamExec::Spawn
+    };
+    let conn = hyper::server::conn::http2::Builder::new(exec)
         .timer(TokioTimer::new())
         // No `date` header: gRPC clients ignore it, upstream's grpc-go does not send one,
         // and it is a formatted, changing header on every response.
@@ -244,15 +410,25 @@ type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// and a client with more load than one core can decide opens more connections (Envoy has
 /// one per worker thread).
 #[derive(Clone)]
-struct StreamExec(mpsc::UnboundedSender<StreamFuture>);
+enum StreamExec {
+    /// Inside the connection's task.
+    Local(mpsc::UnboundedSender<StreamFuture>),
+    /// A task each, for connections on the shared runtime (memcached's): there, local
+    /// streams were 0.78-0.92x the rate, as all of a connection's pooled memcached round
+    /// trips then waited on one worker.
+    Spawn,
+}
 
 impl<F> hyper::rt::Executor<F> for StreamExec
 where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, fut: F) {
-        // Fails only once `serve_conn` has returned, and then nothing would poll it.
-        let _ = self.0.send(Box::pin(fut));
+        match self {
+            // Fails only once `serve_conn` has returned, and then nothing would poll it.
+            StreamExec::Local(streams) => drop(streams.send(Box::pin(fut))),
+            StreamExec::Spawn => drop(tokio::spawn(fut)),
+        }
     }
 }
 
@@ -316,7 +492,10 @@ mod tests {
         }
     }
 
-    async fn start() -> (
+    /// The test service on `threads` connection threads (0: on the test's runtime).
+    async fn start(
+        threads: usize,
+    ) -> (
         RateLimitServiceClient<tonic::transport::Channel>,
         Arc<Notify>,
         Arc<Notify>,
@@ -342,6 +521,7 @@ mod tests {
             ageing,
             stopped,
             Duration::from_secs(5),
+            threads,
         ));
         // One channel is one HTTP/2 connection: every call below shares it.
         let client = RateLimitServiceClient::connect(format!("http://{addr}"))
@@ -359,7 +539,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_stream_does_not_hold_up_the_others_on_its_connection() {
-        let (client, release, held, _stop) = start().await;
+        for threads in [0, 2] {
+            a_waiting_stream_does_not_hold_up_the_others(threads).await;
+        }
+    }
+
+    async fn a_waiting_stream_does_not_hold_up_the_others(threads: usize) {
+        let (client, release, held, _stop) = start(threads).await;
         let waiting = tokio::spawn({
             let mut client = client.clone();
             async move { client.should_rate_limit(request("hold")).await }
@@ -384,7 +570,13 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_lets_a_stream_in_flight_finish() {
-        let (mut client, release, held, stop) = start().await;
+        for threads in [0, 2] {
+            shutdown_lets_a_stream_finish(threads).await;
+        }
+    }
+
+    async fn shutdown_lets_a_stream_finish(threads: usize) {
+        let (mut client, release, held, stop) = start(threads).await;
         let waiting = tokio::spawn(async move { client.should_rate_limit(request("hold")).await });
         held.notified().await;
         stop.send(true).unwrap();

@@ -97,6 +97,7 @@ pub async fn serve(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Ou
                 ageing,
                 rx.clone(),
                 DRAIN,
+                grpc::conn_threads_for(app.settings.backend_type),
             )))
         }
     };
