@@ -485,8 +485,11 @@ mod tests {
                 self.held.notify_one();
                 self.release.notified().await;
             }
+            // Which thread served it, for the test of how connections are spread.
+            let thread = std::thread::current().name().unwrap_or("").to_owned();
             Ok(Response::new(rls::RateLimitResponse {
                 overall_code: rls::rate_limit_response::Code::Ok as i32,
+                raw_body: thread.into_bytes(),
                 ..Default::default()
             }))
         }
@@ -500,6 +503,7 @@ mod tests {
         Arc<Notify>,
         Arc<Notify>,
         watch::Sender<bool>,
+        String,
     ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -527,7 +531,7 @@ mod tests {
         let client = RateLimitServiceClient::connect(format!("http://{addr}"))
             .await
             .unwrap();
-        (client, release, held, stop)
+        (client, release, held, stop, format!("http://{addr}"))
     }
 
     fn request(domain: &str) -> rls::RateLimitRequest {
@@ -545,7 +549,7 @@ mod tests {
     }
 
     async fn a_waiting_stream_does_not_hold_up_the_others(threads: usize) {
-        let (client, release, held, _stop) = start(threads).await;
+        let (client, release, held, _stop, _) = start(threads).await;
         let waiting = tokio::spawn({
             let mut client = client.clone();
             async move { client.should_rate_limit(request("hold")).await }
@@ -576,7 +580,7 @@ mod tests {
     }
 
     async fn shutdown_lets_a_stream_finish(threads: usize) {
-        let (mut client, release, held, stop) = start(threads).await;
+        let (mut client, release, held, stop, _) = start(threads).await;
         let waiting = tokio::spawn(async move { client.should_rate_limit(request("hold")).await });
         held.notified().await;
         stop.send(true).unwrap();
@@ -591,6 +595,26 @@ mod tests {
         assert_eq!(
             answer.get_ref().overall_code,
             rls::rate_limit_response::Code::Ok as i32
+        );
+    }
+
+    #[tokio::test]
+    async fn connections_are_spread_over_the_connection_threads() {
+        let (mut first, _release, _held, _stop, addr) = start(2).await;
+        let mut second = RateLimitServiceClient::connect(addr).await.unwrap();
+        let thread = |r: Response<rls::RateLimitResponse>| {
+            String::from_utf8(r.into_inner().raw_body).unwrap()
+        };
+        let a = thread(first.should_rate_limit(request("x")).await.unwrap());
+        let b = thread(second.should_rate_limit(request("x")).await.unwrap());
+        assert!(a.starts_with("grpc-conn-"), "served on {a:?}");
+        assert!(b.starts_with("grpc-conn-"), "served on {b:?}");
+        // While the first connection lives, the second goes to the other thread.
+        assert_ne!(a, b);
+        // And a connection stays on its thread.
+        assert_eq!(
+            thread(first.should_rate_limit(request("x")).await.unwrap()),
+            a
         );
     }
 }
