@@ -617,4 +617,14 @@ mod tests {
             a
         );
     }
+
+    #[test]
+    fn memcached_serves_on_the_shared_runtime_and_the_others_on_connection_threads() {
+        use crate::settings::BackendType;
+        assert_eq!(conn_threads_for(BackendType::Memcache), 0);
+        for backend in [BackendType::Memory, BackendType::Redis] {
+            assert_eq!(conn_threads_for(backend), conn_thread_count());
+            assert!(conn_threads_for(backend) >= 1);
+        }
+    }
 }
