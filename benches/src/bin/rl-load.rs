@@ -6,8 +6,12 @@
 //! rl-load [--target grpc|json] [--addr 127.0.0.1:8081] [--streams 64] [--conns 1]
 //!         [--duration 10 | --count N] [--rate DECISIONS_PER_SEC] [--keys 1000]
 //!         [--domain api] [--key user] [--override] [--threads 1] [--label name]
-//!         [--warmup REQUESTS_PER_STREAM]
+//!         [--warmup REQUESTS_PER_STREAM] [--channel]
 //! ```
+//!
+//! gRPC goes through tonic's generated client on a bare hyper HTTP/2 connection per
+//! `--conns`; `--channel` puts tonic's `Channel` (buffer task, reconnect) in between instead,
+//! as a service would use it, to compare what that costs the shared cores.
 //!
 //! Open loop (`--rate`): each stream owns every `streams`-th slot of a fixed schedule and
 //! latency is measured from the slot's scheduled time, not from when the request was
@@ -35,6 +39,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint};
 
+// The load generator shares two cores with what it measures: every cycle it spends on
+// glibc's malloc (about a sixth of its time) is a cycle the server does not get.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Clone)]
 struct Opts {
     target: String,
@@ -51,6 +60,7 @@ struct Opts {
     threads: usize,
     label: String,
     warmup: u64,
+    channel: bool,
 }
 
 fn parse() -> Opts {
@@ -69,6 +79,7 @@ fn parse() -> Opts {
         threads: 1,
         label: String::new(),
         warmup: 0,
+        channel: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -76,6 +87,11 @@ fn parse() -> Opts {
         let flag = args[i].as_str();
         if flag == "--override" {
             o.with_override = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--channel" {
+            o.channel = true;
             i += 1;
             continue;
         }
@@ -121,7 +137,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: rl-load [--target grpc|json] [--addr HOST:PORT] [--streams N] [--conns N] \
          [--duration SECS | --count N] [--rate PER_SEC] [--keys N] [--domain D] [--key K] \
-         [--override] [--threads N] [--label NAME] [--warmup N]"
+         [--override] [--threads N] [--label NAME] [--warmup N] [--channel]"
     );
     std::process::exit(2)
 }
@@ -244,13 +260,63 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 enum Conn {
     Grpc(RateLimitServiceClient<Channel>),
+    Direct(RateLimitServiceClient<Direct>),
     Json(JsonConn),
+}
+
+/// tonic's client on a bare hyper HTTP/2 connection. tonic's `Channel` puts a buffer task,
+/// reconnection and load balancing in front of the same connection: the right thing for
+/// a service, but here every request paid for a hop through that task, on the cores the
+/// server under test needs. A load generator connects once and never balances.
+#[derive(Clone)]
+struct Direct(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for Direct {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, hyper::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        Box::pin(self.0.send_request(req))
+    }
+}
+
+async fn connect_direct(addr: &str) -> std::io::Result<Direct> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    // Each request's body and answer are tasks of their own here. Run inside the
+    // connection's task (as the server runs its streams) they cost this process 0.62-0.83x
+    // the CPU, but the rate fell to 0.55-0.71x (2 cores, one worker here), so they stay.
+    let (send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .map_err(std::io::Error::other)?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            eprintln!("rl-load: connection ended: {e}");
+        }
+    });
+    Ok(Direct(send))
 }
 
 /// Sends one request: `Some(true)` allowed, `Some(false)` over the limit, `None` failed.
 async fn send(o: &Opts, conn: &mut Conn, seq: u64) -> Option<bool> {
     match conn {
         Conn::Grpc(c) => match c.should_rate_limit(grpc_request(o, seq)).await {
+            Ok(r) => Some(r.into_inner().overall_code == rls::rate_limit_response::Code::Ok as i32),
+            Err(_) => None,
+        },
+        Conn::Direct(c) => match c.should_rate_limit(grpc_request(o, seq)).await {
             Ok(r) => Some(r.into_inner().overall_code == rls::rate_limit_response::Code::Ok as i32),
             Err(_) => None,
         },
@@ -298,10 +364,19 @@ async fn stream(
                 (seq, now)
             }
         };
-        let sent = Instant::now();
-        let outcome = send(&o, &mut conn, seq).await;
-        let _ = hist.record(scheduled.elapsed().as_nanos().max(1) as u64);
-        let _ = sent_hist.record(sent.elapsed().as_nanos().max(1) as u64);
+        let outcome = if slots.is_some() {
+            let sent = Instant::now();
+            let outcome = send(&o, &mut conn, seq).await;
+            let _ = hist.record(scheduled.elapsed().as_nanos().max(1) as u64);
+            let _ = sent_hist.record(sent.elapsed().as_nanos().max(1) as u64);
+            outcome
+        } else {
+            // Closed loop: scheduled when sent, so one clock read and one histogram; the
+            // send columns are copied from it at the end.
+            let outcome = send(&o, &mut conn, seq).await;
+            let _ = hist.record(scheduled.elapsed().as_nanos().max(1) as u64);
+            outcome
+        };
         match outcome {
             Some(true) => tally.ok += 1,
             Some(false) => tally.over += 1,
@@ -309,12 +384,28 @@ async fn stream(
         }
         k += 1;
     }
+    if slots.is_none() {
+        sent_hist = hist.clone();
+    }
     (hist, sent_hist, tally)
 }
 
 async fn run(o: Opts) {
     let mut channels = Vec::new();
-    if o.target == "grpc" {
+    let mut direct = Vec::new();
+    if o.target == "grpc" && !o.channel {
+        let origin: http::Uri = format!("http://{}", o.addr).parse().unwrap_or_else(|e| {
+            eprintln!("rl-load: bad address {}: {e}", o.addr);
+            std::process::exit(2)
+        });
+        for _ in 0..o.conns {
+            let d = connect_direct(&o.addr).await.unwrap_or_else(|e| {
+                eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
+                std::process::exit(1)
+            });
+            direct.push((d, origin.clone()));
+        }
+    } else if o.target == "grpc" {
         for _ in 0..o.conns {
             let ch = Endpoint::from_shared(format!("http://{}", o.addr))
                 .expect("address")
@@ -330,16 +421,23 @@ async fn run(o: Opts) {
     }
     let mut conns = Vec::new();
     for i in 0..o.streams {
-        conns.push(if o.target == "grpc" {
-            Conn::Grpc(RateLimitServiceClient::new(
-                channels[(i % o.conns) as usize].clone(),
-            ))
-        } else {
-            Conn::Json(JsonConn::connect(&o.addr).await.unwrap_or_else(|e| {
-                eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
-                std::process::exit(1)
-            }))
-        });
+        conns.push(
+            if let Some((d, origin)) = direct.get((i % o.conns) as usize) {
+                Conn::Direct(RateLimitServiceClient::with_origin(
+                    d.clone(),
+                    origin.clone(),
+                ))
+            } else if o.target == "grpc" {
+                Conn::Grpc(RateLimitServiceClient::new(
+                    channels[(i % o.conns) as usize].clone(),
+                ))
+            } else {
+                Conn::Json(JsonConn::connect(&o.addr).await.unwrap_or_else(|e| {
+                    eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
+                    std::process::exit(1)
+                }))
+            },
+        );
     }
     if o.warmup > 0 {
         // Every stream's first requests (connection windows, lazily built state on both
