@@ -363,11 +363,21 @@ impl Instance {
         }
     }
 
-    async fn run<T>(&self, f: impl Future<Output = Result<T, Error>>) -> Result<T, StoreError> {
+    /// Runs `f` within a pipeline slot and, when `timed`, the timeout. Calls over the
+    /// counting connection are not `timed` here: that connection keeps each call's timeout
+    /// itself (`redis_mux`).
+    async fn run<T>(
+        &self,
+        timed: bool,
+        f: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, StoreError> {
         if self.settings.fail_fast_when_disconnected && !self.connected() {
             return Err(err("redis is not connected"));
         }
         let _slot = self.slot().await?;
+        if !timed {
+            return f.await.map_err(err);
+        }
         match tokio::time::timeout(self.settings.timeout, f).await {
             Ok(r) => r.map_err(err),
             Err(_) => Err(err(format!(
@@ -381,14 +391,15 @@ impl Instance {
     /// `out[i]` gets the count of `items[i]`.
     async fn increment(&self, items: &[&Increment], out: &mut [u64]) -> Result<(), StoreError> {
         if let ([inc], [n]) = (items, &mut *out) {
-            *n = self.run(self.count(inc)).await?.max(0) as u64;
+            *n = self.run(self.mux.is_none(), self.count(inc)).await?.max(0) as u64;
             return Ok(());
         }
         // Queued side by side, they share the connection's writes.
         let values = self
-            .run(futures_util::future::try_join_all(
-                items.iter().map(|inc| self.count(inc)),
-            ))
+            .run(
+                self.mux.is_none(),
+                futures_util::future::try_join_all(items.iter().map(|inc| self.count(inc))),
+            )
             .await?;
         for (o, v) in out.iter_mut().zip(values) {
             *o = v.max(0) as u64;
@@ -433,7 +444,7 @@ impl Instance {
     async fn get(&self, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
         let pipe = self.pool.next().pipeline();
         let values: Vec<Value> = self
-            .run(async {
+            .run(true, async {
                 for k in keys {
                     let _: () = pipe.get(*k).await?;
                 }
@@ -448,7 +459,7 @@ impl Instance {
 
     async fn refund(&self, items: &[&Increment]) -> Result<(), StoreError> {
         let pipe = self.pool.next().pipeline();
-        self.run(async {
+        self.run(true, async {
             for inc in items {
                 let hits = i64::try_from(inc.hits).unwrap_or(i64::MAX);
                 let _: () = pipe.decr_by(inc.key.as_str(), hits).await?;
