@@ -2,7 +2,10 @@
 # Server load benchmark in one go, denominators measured right next to numerators because
 # on a shared 2-core machine only same-run ratios are stable (docs/benchmarks.md):
 #   1. Redis ceiling: redis-benchmark INCR -c 50 -P 1 and -P 16, alternating with
-#      our server on Redis (gRPC, 1 descriptor, 64 streams);  ratio >= 1.0 vs -P 1
+#      our server on Redis (gRPC, 1 descriptor, 64 streams);  ratio >= 1.0 vs -P 1.
+#      Each round also prints the CPU each process spent per decision (load generator,
+#      server, Redis) and Redis's CPU per INCR under -P 1: on 2 shared cores, where the
+#      ratio goes
 #   2. p99 at a fixed offered load of 20,000 decisions/s on Redis; target < 1 ms. Next to
 #      it, the null server at the same load (what this box allows a server that does
 #      nothing), and the pacer's own lateness (how late a plain thread wakes here)
@@ -28,7 +31,8 @@ echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg); $(redis-server --versio
 
 redis-server --bind 127.0.0.1 --port $REDIS_PORT --save "" --appendonly no \
     --protected-mode yes --daemonize no --logfile "$work/redis.log" &
-pids+=($!)
+redis_pid=$!
+pids+=($redis_pid)
 
 mkdir -p "$work/rt/config"
 cat >"$work/rt/config/api.yaml" <<'EOF'
@@ -47,6 +51,7 @@ start_server() {
         RUNTIME_ROOT="$work/rt" LOG_LEVEL=warn "$@" \
         "$bin/ratelimit" >"$work/$name.log" 2>&1 &
     pids+=($!)
+    declare -g "pid_$name=$!"
     for _ in $(seq 100); do
         grep -q "listening" "$work/$name.log" 2>/dev/null && return 0
         sleep 0.1
@@ -72,14 +77,24 @@ rb() {
         tr '\r' '\n' | sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' | tail -1
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# CPU time (user + system, in 10 ms ticks) a process has used so far.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# us_per ΔTICKS N: microseconds of CPU per item.
+us_per() { echo "$1 * 10000 / $2" | bc -l; }
 
-r_p1=() r_p1w=() r_mem=()
+r_p1=() r_p1w=() r_mem=() r_rcpu=()
 for rep in $(seq "$REPS"); do
     echo "-- round $rep"
-    p1=$(rb 1 $((150000 * DURATION / 5)))
+    p1_n=$((150000 * DURATION / 5))
+    r0=$(ticks $redis_pid)
+    p1=$(rb 1 $p1_n)
+    r1=$(ticks $redis_pid)
     p16=$(rb 16 $((1000000 * DURATION / 5)))
+    r2=$(ticks $redis_pid) s2=$(ticks $pid_redis)
     ours_line=$(load --addr 127.0.0.1:18182 --label redis_grpc)
+    r3=$(ticks $redis_pid) s3=$(ticks $pid_redis)
     ours=$(echo "$ours_line" | field rate)
+    ours_n=$(echo "$ours_line" | field decisions)
     one_line=$(load --addr 127.0.0.1:18382 --label redis_grpc_1worker)
     echo "redis-benchmark INCR -c 50 -P 1: $p1/s   -P 16: $p16/s"
     echo "$ours_line"
@@ -88,6 +103,13 @@ for rep in $(seq "$REPS"); do
     printf 'RATIO server_on_redis / redis_incr_P1 = %.3f   / P16 = %.3f   one worker / P1 = %.3f   (target >= 1.0 vs P1)\n' \
         "$ratio" "$(echo "$ours / $p16" | bc -l)" "$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)"
     r_p1+=("$ratio")
+    # Where the 2 cores went: what each process spent per decision, and what Redis spent
+    # per INCR under redis-benchmark -P 1 (one round trip per command, nothing shared).
+    rd=$(us_per $((r3 - r2)) "$ours_n") rp=$(us_per $((r1 - r0)) $p1_n)
+    printf 'CPU us per decision: load generator %s, server %.1f, Redis %.1f;  Redis per INCR under -P 1: %.1f (%.2fx a decision)\n' \
+        "$(echo "$ours_line" | field load_cpu_us)" "$(us_per $((s3 - s2)) "$ours_n")" "$rd" "$rp" \
+        "$(echo "$rp / $rd" | bc -l)"
+    r_rcpu+=("$(echo "$rp / $rd" | bc -l)")
     r_p1w+=("$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)")
 
     mem_line=$(load --addr 127.0.0.1:18282 --label memory_grpc)
@@ -122,6 +144,8 @@ load --target json --addr 127.0.0.1:18180 --label redis_json
 echo "== medians over $REPS rounds"
 printf 'MEDIAN server_on_redis / redis_incr_P1 = %.3f  (target >= 1.0)\n' \
     "$(printf '%s\n' "${r_p1[@]}" | median)"
+printf 'MEDIAN Redis CPU per -P 1 INCR / per decision of ours = %.2f\n' \
+    "$(printf '%s\n' "${r_rcpu[@]}" | median)"
 printf 'MEDIAN server_on_memory / null_server = %.3f  (target >= 0.8)\n' \
     "$(printf '%s\n' "${r_mem[@]}" | median)"
 printf 'MEDIAN server_on_redis, one worker / redis_incr_P1 = %.3f\n' \

@@ -74,6 +74,8 @@ fn every_client_path_counts_exactly_what_it_sent() {
         assert_eq!(field(&r, "decisions"), "500", "{extra:?}: {r:?}");
         assert_eq!(field(&r, "errors"), "0", "{extra:?}: {r:?}");
         assert_eq!(field(&r, "over_limit"), "0", "{extra:?}: {r:?}");
+        let cpu: f64 = field(&r, "load_cpu_us").parse().expect("a number");
+        assert!(cpu >= 0.0, "{r:?}");
         // Closed loop: latency from the schedule is latency from the send.
         assert_eq!(field(&r, "p99_us"), field(&r, "send_p99_us"), "{r:?}");
     }

@@ -20,7 +20,8 @@
 //! is due, so a request leaves at most about that late (tokio's timer alone rounds to 1 ms,
 //! which released the slots of a whole millisecond as one burst). The `send_*` columns
 //! measure from the actual send instead (the service time, as a closed loop sees it).
-//! The `pacer_late_*` columns are how late the pacer's own sleeps ended: a thread that
+//! `load_cpu_us` is this process's CPU time per decision: on shared cores, what the
+//! measurement itself took from the server. The `pacer_late_*` columns are how late the pacer's own sleeps ended: a thread that
 //! does nothing but wake up, so they are this machine's scheduling hiccups during the run,
 //! which no server on it can answer faster than.
 
@@ -463,6 +464,7 @@ async fn run(o: Opts) {
     // Made before the clock starts: 128 histograms of ~200 KB each, zeroed, took the first
     // ~20 ms of every run, and showed as a 12-15 ms p99.9 in open-loop runs.
     let mut hists: Vec<_> = (0..conns.len()).map(|_| (new_hist(), new_hist())).collect();
+    let cpu_before = cpu_ticks();
     let start = Instant::now();
     let mut receivers = Vec::new();
     let mut pacer = None;
@@ -501,6 +503,13 @@ async fn run(o: Opts) {
         tally.errors += t.errors;
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu_col = match (cpu_before, cpu_ticks()) {
+        (Some(a), Some(b)) if tally.ok + tally.over > 0 => format!(
+            " load_cpu_us={:.1}",
+            (b - a) as f64 * 1e6 / TICKS_PER_SEC / (tally.ok + tally.over) as f64
+        ),
+        _ => String::new(),
+    };
     let late = pacer.map(|p| p.join().expect("pacer thread"));
     let late_cols = late.map_or(String::new(), |h| {
         let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -517,7 +526,7 @@ async fn run(o: Opts) {
     println!(
         "RESULT label={} target={} streams={} conns={} offered={} decisions={} errors={} \
          over_limit={} secs={secs:.2} rate={:.0} p50_us={:.0} p99_us={:.0} p999_us={:.0} max_us={:.0} \
-         send_p50_us={:.0} send_p99_us={:.0} send_p999_us={:.0}{late_cols}",
+         send_p50_us={:.0} send_p99_us={:.0} send_p999_us={:.0}{cpu_col}{late_cols}",
         o.label,
         o.target,
         o.streams,
@@ -574,6 +583,22 @@ fn pace(
         let over = asleep.elapsed().saturating_sub(PACE);
         let _ = late.record(over.as_nanos().max(1) as u64);
     }
+}
+
+/// Linux reports process CPU time in `USER_HZ` ticks, 100 a second on every architecture
+/// it runs on.
+const TICKS_PER_SEC: f64 = 100.0;
+
+/// This process's user + system CPU time in ticks, from `/proc/self/stat` (fields 14 and 15,
+/// counted after the parenthesised command name, which may itself hold spaces). `None`
+/// off Linux: the column is then left out. With it, a run shows what the load generator
+/// itself cost the cores it shares with the server.
+fn cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let mut f = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let utime: u64 = f.nth(11)?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some(utime + stime)
 }
 
 /// Nanoseconds, 1 ns to 60 s, 3 significant digits.
