@@ -407,6 +407,20 @@ impl Expiry {
     }
 }
 
+/// Tells the held calls past their deadline (the oldest come first) and returns the next
+/// deadline among the rest.
+fn expire_held(held: &mut VecDeque<Call>, now: Instant, t: &Target) -> Option<Instant> {
+    while let Some(c) = held.pop_front() {
+        if c.deadline > now {
+            let next = c.deadline;
+            held.push_front(c);
+            return Some(next);
+        }
+        let _ = c.tx.send(Err(timed_out(t)));
+    }
+    None
+}
+
 /// Runs `phase` (connecting, or the pause before the next attempt) while no connection
 /// serves: calls that arrive meanwhile wait in `held` for the next connection, and each
 /// fails at its deadline if none comes in time.
@@ -433,15 +447,7 @@ async fn hold<F: Future>(
                 None => open = false,
             },
             () = expiry.sleep.as_mut(), if expiry.armed => {
-                let now = Instant::now();
-                while let Some(c) = held.pop_front() {
-                    if c.deadline > now {
-                        held.push_front(c);
-                        break;
-                    }
-                    let _ = c.tx.send(Err(timed_out(t)));
-                }
-                expiry.rearm(held.front().map(|c| c.deadline));
+                expiry.rearm(expire_held(held, Instant::now(), t));
             }
         }
     }
@@ -491,15 +497,8 @@ impl InFlight {
             }
             self.expired += 1;
         }
-        while next.is_none()
-            && let Some(c) = held.pop_front()
-        {
-            if c.deadline > now {
-                next = Some(c.deadline);
-                held.push_front(c);
-            } else {
-                let _ = c.tx.send(Err(timed_out(t)));
-            }
+        if next.is_none() {
+            next = expire_held(held, now, t);
         }
         self.expiry.rearm(next);
     }

@@ -310,17 +310,16 @@ async fn connect_direct(addr: &str) -> std::io::Result<Direct> {
     Ok(Direct(send))
 }
 
+fn allowed(r: Result<tonic::Response<rls::RateLimitResponse>, tonic::Status>) -> Option<bool> {
+    let code = r.ok()?.into_inner().overall_code;
+    Some(code == rls::rate_limit_response::Code::Ok as i32)
+}
+
 /// Sends one request: `Some(true)` allowed, `Some(false)` over the limit, `None` failed.
 async fn send(o: &Opts, conn: &mut Conn, seq: u64) -> Option<bool> {
     match conn {
-        Conn::Grpc(c) => match c.should_rate_limit(grpc_request(o, seq)).await {
-            Ok(r) => Some(r.into_inner().overall_code == rls::rate_limit_response::Code::Ok as i32),
-            Err(_) => None,
-        },
-        Conn::Direct(c) => match c.should_rate_limit(grpc_request(o, seq)).await {
-            Ok(r) => Some(r.into_inner().overall_code == rls::rate_limit_response::Code::Ok as i32),
-            Err(_) => None,
-        },
+        Conn::Grpc(c) => allowed(c.should_rate_limit(grpc_request(o, seq)).await),
+        Conn::Direct(c) => allowed(c.should_rate_limit(grpc_request(o, seq)).await),
         Conn::Json(c) => match c.post(&o.addr, &json_body(o, seq)).await {
             Ok(200) => Some(true),
             Ok(429) => Some(false),
