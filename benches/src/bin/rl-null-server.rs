@@ -1,13 +1,14 @@
 //! The denominator of the server ratio: `ShouldRateLimit` on exactly the stack of the real
-//! server (`ratelimit_server::grpc::serve_grpc`: tonic routes on hyper's HTTP/2 connection,
-//! the same connection threads as on the memory store and Redis) that answers OK at once, so `ours / null` is the share of the per-request
-//! budget left after our decision path.
+//! server (`ratelimit_server::grpc::serve_grpc`: its `GrpcRoutes` on hyper's HTTP/2
+//! connection, the same connection threads as on the memory store and Redis) that answers
+//! OK at once, so `ours / null` is the share of the per-request budget left after our
+//! decision path.
 //!
 //! `rl-null-server [ADDR]` (default 127.0.0.1:18091); prints `listening grpc=ADDR`.
 
 use std::time::Duration;
 
-use ratelimit_server::grpc::{Ageing, GrpcListener, conn_thread_count, serve_grpc};
+use ratelimit_server::grpc::{Ageing, GrpcListener, GrpcRoutes, conn_thread_count, serve_grpc};
 use ratelimit_server::pb::rls;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -50,10 +51,7 @@ async fn main() {
         .await
         .unwrap_or_else(|e| panic!("bind {addr}: {e}"));
     println!("listening grpc={}", listener.local_addr().expect("bound"));
-    let routes = Routes::new(rls::rate_limit_service_server::RateLimitServiceServer::new(
-        Null,
-    ))
-    .prepare();
+    let routes = GrpcRoutes::new(Null, Routes::default());
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let ageing = Ageing {
         max_age: Duration::from_secs(24 * 3600),

@@ -81,13 +81,41 @@ async fn errors_carry_upstreams_messages() {
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
 
     // Raw bytes that are not a RateLimitRequest: a clean error, and the server lives on.
-    let e = raw_call(&srv.grpc, b"\xff\xff\xff\xff\x0f").await;
+    let e = raw_call(&srv.grpc, SHOULD_RATE_LIMIT, b"\xff\xff\xff\xff\x0f").await;
     assert_ne!(e, tonic::Code::Ok);
     assert!(call(&ch, &req("rl", &[("free", "x")])).await.is_ok());
 }
 
-/// Sends `body` as the protobuf payload of a ShouldRateLimit call and returns the status.
-async fn raw_call(addr: &str, body: &[u8]) -> tonic::Code {
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+#[tokio::test]
+async fn unknown_services_and_methods_are_unimplemented() {
+    let srv = start(&[("rl.yaml", RULES)], &[]);
+    // A valid, empty RateLimitRequest: only the path can make these fail.
+    for path in [
+        "/envoy.service.ratelimit.v3.RateLimitService/Nope",
+        "/envoy.service.ratelimit.v3.RateLimitServiceX/ShouldRateLimit",
+        "/envoy.service.ratelimit.v3.RateLimitService",
+        "/envoy.service.ratelimit.v2.RateLimitService/ShouldRateLimit",
+        "/grpc.health.v1.Health/Nope",
+        "/",
+    ] {
+        assert_eq!(
+            raw_call(&srv.grpc, path, b"").await,
+            tonic::Code::Unimplemented,
+            "{path}"
+        );
+    }
+    // The service's own path still decides (an empty request is refused by the limiter,
+    // not by the router).
+    assert_eq!(
+        raw_call(&srv.grpc, SHOULD_RATE_LIMIT, b"").await,
+        tonic::Code::Unknown
+    );
+}
+
+/// Sends `body` as the protobuf payload of a call to `path` and returns the status.
+async fn raw_call(addr: &str, path: &str, body: &[u8]) -> tonic::Code {
     use http_body_util::{BodyExt, Full};
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http2::handshake(
@@ -100,13 +128,11 @@ async fn raw_call(addr: &str, body: &[u8]) -> tonic::Code {
     let mut framed = vec![0u8];
     framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
     framed.extend_from_slice(body);
-    let req = http::Request::post(format!(
-        "http://{addr}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-    ))
-    .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(Full::new(bytes::Bytes::from(framed)))
-    .unwrap();
+    let req = http::Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(bytes::Bytes::from(framed)))
+        .unwrap();
     let resp = send.send_request(req).await.unwrap();
     let (parts, body) = resp.into_parts();
     let collected = body.collect().await.unwrap();
