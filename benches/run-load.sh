@@ -3,14 +3,18 @@
 # on a shared 2-core machine only same-run ratios are stable (docs/benchmarks.md):
 #   1. Redis ceiling: redis-benchmark INCR -c 50 -P 1 and -P 16, alternating with
 #      our server on Redis (gRPC, 1 descriptor, 64 streams);  ratio >= 1.0 vs -P 1.
-#      Each round also prints the CPU each process spent per decision (load generator,
-#      server, Redis) and Redis's CPU per INCR under -P 1: on 2 shared cores, where the
-#      ratio goes
+#      The load comes from rl-load's raw HTTP/2 client (--raw), the counterpart of
+#      redis-benchmark's own lean client, on 2 connections of 32 streams (Envoy's shape with
+#      2 worker threads); next to it the same client on one connection, and tonic's client
+#      (12-18 us of the shared cores per call, so that ratio mostly measures the client).
+#      Each round prints the CPU each process spent per decision (load generator, server,
+#      Redis) and Redis's CPU per INCR under -P 1: on 2 shared cores, where the ratio goes
 #   2. p99 at a fixed offered load of 20,000 decisions/s on Redis; target < 1 ms. Next to
 #      it, the null server at the same load (what this box allows a server that does
-#      nothing), and the pacer's own lateness (how late a plain thread wakes here)
+#      nothing), and the pacer's own lateness (how late a plain thread wakes here); with
+#      the raw client (the target) and with tonic's
 #   3. our server on the memory store vs the null gRPC server (same stack), alternating;
-#      ratio >= 0.8; plus /json on the memory store for reference
+#      ratio >= 0.8, with tonic's client and the raw one; plus /json for reference
 # Everything listens on loopback, is stopped by PID, and each run is bounded by DURATION.
 # Usage: benches/run-load.sh [DURATION_SECS=5] [REPS=3]
 set -euo pipefail
@@ -61,10 +65,6 @@ start_server() {
 
 for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
 start_server redis 18180 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
-# The same server on one runtime worker: on this box it shares 2 cores with Redis and the
-# load generator, and one worker leaves them a core (tokio reads TOKIO_WORKER_THREADS).
-start_server redis1w 18380 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT \
-    TOKIO_WORKER_THREADS=1
 start_server memory 18280 BACKEND_TYPE=memory
 "$bin/rl-null-server" 127.0.0.1:18291 >"$work/null.log" 2>&1 &
 pids+=($!)
@@ -82,7 +82,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # us_per ΔTICKS N: microseconds of CPU per item.
 us_per() { echo "$1 * 10000 / $2" | bc -l; }
 
-r_p1=() r_p1w=() r_mem=() r_rcpu=()
+r_p1=() r_p1one=() r_p1tonic=() r_mem=() r_memraw=() r_rcpu=()
 for rep in $(seq "$REPS"); do
     echo "-- round $rep"
     p1_n=$((150000 * DURATION / 5))
@@ -91,18 +91,22 @@ for rep in $(seq "$REPS"); do
     r1=$(ticks $redis_pid)
     p16=$(rb 16 $((1000000 * DURATION / 5)))
     r2=$(ticks $redis_pid) s2=$(ticks $pid_redis)
-    ours_line=$(load --addr 127.0.0.1:18182 --label redis_grpc)
+    ours_line=$(load --raw --conns 2 --addr 127.0.0.1:18182 --label redis_grpc_raw2)
     r3=$(ticks $redis_pid) s3=$(ticks $pid_redis)
     ours=$(echo "$ours_line" | field rate)
     ours_n=$(echo "$ours_line" | field decisions)
-    one_line=$(load --addr 127.0.0.1:18382 --label redis_grpc_1worker)
+    one_line=$(load --raw --addr 127.0.0.1:18182 --label redis_grpc_raw1)
+    tonic_line=$(load --addr 127.0.0.1:18182 --label redis_grpc_tonic)
     echo "redis-benchmark INCR -c 50 -P 1: $p1/s   -P 16: $p16/s"
     echo "$ours_line"
     echo "$one_line"
+    echo "$tonic_line"
     ratio=$(echo "$ours / $p1" | bc -l)
-    printf 'RATIO server_on_redis / redis_incr_P1 = %.3f   / P16 = %.3f   one worker / P1 = %.3f   (target >= 1.0 vs P1)\n' \
-        "$ratio" "$(echo "$ours / $p16" | bc -l)" "$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)"
-    r_p1+=("$ratio")
+    one=$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)
+    ton=$(echo "$(echo "$tonic_line" | field rate) / $p1" | bc -l)
+    printf 'RATIO server_on_redis / redis_incr_P1 = %.3f   / P16 = %.3f   (target >= 1.0 vs P1);  one connection / P1 = %.3f   tonic client / P1 = %.3f\n' \
+        "$ratio" "$(echo "$ours / $p16" | bc -l)" "$one" "$ton"
+    r_p1+=("$ratio") r_p1one+=("$one") r_p1tonic+=("$ton")
     # Where the 2 cores went: what each process spent per decision, and what Redis spent
     # per INCR under redis-benchmark -P 1 (one round trip per command, nothing shared).
     rd=$(us_per $((r3 - r2)) "$ours_n") rp=$(us_per $((r1 - r0)) $p1_n)
@@ -110,47 +114,45 @@ for rep in $(seq "$REPS"); do
         "$(echo "$ours_line" | field load_cpu_us)" "$(us_per $((s3 - s2)) "$ours_n")" "$rd" "$rp" \
         "$(echo "$rp / $rd" | bc -l)"
     r_rcpu+=("$(echo "$rp / $rd" | bc -l)")
-    r_p1w+=("$(echo "$(echo "$one_line" | field rate) / $p1" | bc -l)")
 
-    mem_line=$(load --addr 127.0.0.1:18282 --label memory_grpc)
-    null_line=$(load --addr 127.0.0.1:18291 --label null_grpc)
-    echo "$mem_line"
-    echo "$null_line"
+    mem_line=$(load --addr 127.0.0.1:18282 --label memory_grpc_tonic)
+    null_line=$(load --addr 127.0.0.1:18291 --label null_grpc_tonic)
+    memraw_line=$(load --raw --addr 127.0.0.1:18282 --label memory_grpc_raw1)
+    nullraw_line=$(load --raw --addr 127.0.0.1:18291 --label null_grpc_raw1)
+    printf '%s\n' "$mem_line" "$null_line" "$memraw_line" "$nullraw_line"
     ratio=$(echo "$(echo "$mem_line" | field rate) / $(echo "$null_line" | field rate)" | bc -l)
-    printf 'RATIO server_on_memory / null_server = %.3f   (target >= 0.8)\n' "$ratio"
-    r_mem+=("$ratio")
+    raw=$(echo "$(echo "$memraw_line" | field rate) / $(echo "$nullraw_line" | field rate)" | bc -l)
+    printf 'RATIO server_on_memory / null_server = %.3f   (target >= 0.8);  raw client: %.3f\n' "$ratio" "$raw"
+    r_mem+=("$ratio") r_memraw+=("$raw")
 done
 
-echo "-- fixed offered load, open loop: 20000 decisions/s on Redis (target p99 < 1 ms), the"
-echo "   memory store and the null server alternating; then 5000/s on Redis"
-r_p99=() w_p99=() n_p99=()
+echo "-- fixed offered load, open loop: 20000 decisions/s on Redis (target p99 < 1 ms) and on"
+echo "   the null server, raw client then tonic's, alternating; then 5000/s on Redis"
+r_p99=() n_p99=() t_p99=() tn_p99=()
 for rep in $(seq "$REPS"); do
-    redis_line=$(load --addr 127.0.0.1:18182 --rate 20000 --label redis_grpc_20k)
-    echo "$redis_line"
-    one_line=$(load --addr 127.0.0.1:18382 --rate 20000 --label redis_grpc_1worker_20k)
-    echo "$one_line"
-    load --addr 127.0.0.1:18282 --rate 20000 --label memory_grpc_20k
-    null_line=$(load --addr 127.0.0.1:18291 --rate 20000 --label null_grpc_20k)
-    echo "$null_line"
+    redis_line=$(load --raw --addr 127.0.0.1:18182 --rate 20000 --label redis_grpc_raw_20k)
+    null_line=$(load --raw --addr 127.0.0.1:18291 --rate 20000 --label null_grpc_raw_20k)
+    tonic_line=$(load --addr 127.0.0.1:18182 --rate 20000 --label redis_grpc_tonic_20k)
+    tnull_line=$(load --addr 127.0.0.1:18291 --rate 20000 --label null_grpc_tonic_20k)
+    printf '%s\n' "$redis_line" "$null_line" "$tonic_line" "$tnull_line"
     r_p99+=("$(echo "$redis_line" | field p99_us)")
-    w_p99+=("$(echo "$one_line" | field p99_us)")
     n_p99+=("$(echo "$null_line" | field p99_us)")
+    t_p99+=("$(echo "$tonic_line" | field p99_us)")
+    tn_p99+=("$(echo "$tnull_line" | field p99_us)")
 done
-load --addr 127.0.0.1:18182 --rate 5000 --label redis_grpc_5k
+load --raw --addr 127.0.0.1:18182 --rate 5000 --label redis_grpc_raw_5k
 echo "-- /json on the memory store and on Redis (closed loop, 64 connections)"
 load --target json --addr 127.0.0.1:18280 --label memory_json
 load --target json --addr 127.0.0.1:18180 --label redis_json
 
+med() { printf '%s\n' "$@" | median; }
 echo "== medians over $REPS rounds"
-printf 'MEDIAN server_on_redis / redis_incr_P1 = %.3f  (target >= 1.0)\n' \
-    "$(printf '%s\n' "${r_p1[@]}" | median)"
-printf 'MEDIAN Redis CPU per -P 1 INCR / per decision of ours = %.2f\n' \
-    "$(printf '%s\n' "${r_rcpu[@]}" | median)"
-printf 'MEDIAN server_on_memory / null_server = %.3f  (target >= 0.8)\n' \
-    "$(printf '%s\n' "${r_mem[@]}" | median)"
-printf 'MEDIAN server_on_redis, one worker / redis_incr_P1 = %.3f\n' \
-    "$(printf '%s\n' "${r_p1w[@]}" | median)"
-printf 'MEDIAN p99 at 20000/s: Redis %s us, Redis on one worker %s us, null server %s us  (target Redis < 1000 us)\n' \
-    "$(printf '%s\n' "${r_p99[@]}" | median)" "$(printf '%s\n' "${w_p99[@]}" | median)" \
-    "$(printf '%s\n' "${n_p99[@]}" | median)"
+printf 'MEDIAN server_on_redis / redis_incr_P1 = %.3f  (target >= 1.0; raw client, 2 connections)\n' "$(med "${r_p1[@]}")"
+printf 'MEDIAN   one connection: %.3f   tonic client: %.3f\n' "$(med "${r_p1one[@]}")" "$(med "${r_p1tonic[@]}")"
+printf 'MEDIAN Redis CPU per -P 1 INCR / per decision of ours = %.2f\n' "$(med "${r_rcpu[@]}")"
+printf 'MEDIAN server_on_memory / null_server = %.3f  (target >= 0.8);  raw client: %.3f\n' \
+    "$(med "${r_mem[@]}")" "$(med "${r_memraw[@]}")"
+printf 'MEDIAN p99 at 20000/s on Redis: %s us, null server %s us  (target Redis < 1000 us; raw client)\n' \
+    "$(med "${r_p99[@]}")" "$(med "${n_p99[@]}")"
+printf 'MEDIAN   tonic client: Redis %s us, null server %s us\n' "$(med "${t_p99[@]}")" "$(med "${tn_p99[@]}")"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

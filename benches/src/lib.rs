@@ -3,6 +3,8 @@
 //! the same request mix.
 #![forbid(unsafe_code)]
 
+pub mod h2raw;
+
 use std::sync::Arc;
 
 use ratelimit_backends::MemoryStore;

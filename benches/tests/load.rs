@@ -67,7 +67,13 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
 #[test]
 fn every_client_path_counts_exactly_what_it_sent() {
     let (_server, addr) = null_server();
-    for extra in [&[][..], &["--channel"][..], &["--conns", "2"][..]] {
+    for extra in [
+        &[][..],
+        &["--channel"][..],
+        &["--conns", "2"][..],
+        &["--raw"][..],
+        &["--raw", "--conns", "3", "--warmup", "2"][..],
+    ] {
         let mut args = vec!["--addr", &addr, "--count", "500", "--streams", "8"];
         args.extend_from_slice(extra);
         let r = load(&args);
@@ -84,23 +90,35 @@ fn every_client_path_counts_exactly_what_it_sent() {
 #[test]
 fn open_loop_sends_the_schedule_and_times_the_pacer() {
     let (_server, addr) = null_server();
-    let r = load(&[
-        "--addr",
-        &addr,
-        "--count",
-        "300",
-        "--rate",
-        "3000",
-        "--streams",
-        "4",
-    ]);
-    assert_eq!(field(&r, "decisions"), "300", "{r:?}");
-    assert_eq!(field(&r, "errors"), "0", "{r:?}");
-    assert_eq!(field(&r, "offered"), "3000", "{r:?}");
-    // 300 slots at 3,000/s are 0.1 s of schedule: the run cannot end before the last one.
-    let secs: f64 = field(&r, "secs").parse().expect("secs");
-    assert!(secs >= 0.09, "{r:?}");
-    field(&r, "pacer_late_p99_us");
+    for (extra, client) in [
+        (&[][..], "tonic"),
+        (&["--raw"][..], "raw"),
+        (&["--raw", "--conns", "2"][..], "raw"),
+    ] {
+        let mut args = vec![
+            "--addr",
+            &addr,
+            "--count",
+            "300",
+            "--rate",
+            "3000",
+            "--streams",
+            "4",
+        ];
+        args.extend_from_slice(extra);
+        let r = load(&args);
+        assert_eq!(field(&r, "client"), client, "{r:?}");
+        assert_eq!(field(&r, "decisions"), "300", "{r:?}");
+        assert_eq!(field(&r, "errors"), "0", "{r:?}");
+        assert_eq!(field(&r, "offered"), "3000", "{r:?}");
+        // 300 slots at 3,000/s are 0.1 s of schedule: the run cannot end before the last one.
+        let secs: f64 = field(&r, "secs").parse().expect("secs");
+        assert!(secs >= 0.09, "{r:?}");
+        field(&r, "pacer_late_p99_us");
+        // From the schedule is never less than from the actual send.
+        let p50 = |f: &str| field(&r, f).parse::<f64>().expect("a number");
+        assert!(p50("p50_us") >= p50("send_p50_us"), "{r:?}");
+    }
 }
 
 #[test]
@@ -110,11 +128,17 @@ fn a_server_that_is_not_there_is_an_error_not_a_hang() {
         .and_then(|l| l.local_addr())
         .expect("free port")
         .to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_rl-load"))
-        .args(["--addr", &addr, "--count", "10"])
-        .output()
-        .expect("run rl-load");
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot connect"), "{err}");
+    for raw in [false, true] {
+        let mut args = vec!["--addr", &addr, "--count", "10"];
+        if raw {
+            args.push("--raw");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_rl-load"))
+            .args(&args)
+            .output()
+            .expect("run rl-load");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("cannot connect"), "{args:?}: {err}");
+    }
 }

@@ -6,12 +6,16 @@
 //! rl-load [--target grpc|json] [--addr 127.0.0.1:8081] [--streams 64] [--conns 1]
 //!         [--duration 10 | --count N] [--rate DECISIONS_PER_SEC] [--keys 1000]
 //!         [--domain api] [--key user] [--override] [--threads 1] [--label name]
-//!         [--warmup REQUESTS_PER_STREAM] [--channel]
+//!         [--warmup REQUESTS_PER_STREAM] [--channel | --raw]
 //! ```
 //!
 //! gRPC goes through tonic's generated client on a bare hyper HTTP/2 connection per
 //! `--conns`; `--channel` puts tonic's `Channel` (buffer task, reconnect) in between instead,
-//! as a service would use it, to compare what that costs the shared cores.
+//! as a service would use it, to compare what that costs the shared cores. `--raw` sends
+//! the same calls with [`ratelimit_benches::h2raw`], a lean HTTP/2 client on plain threads
+//! (see `raw.rs`): the counterpart of `redis-benchmark`'s client, so that the Redis ratio
+//! measures the server and not the client's share of the two cores. `--threads` sizes
+//! tokio's runtime and so does not apply to it.
 //!
 //! Open loop (`--rate`): each stream owns every `streams`-th slot of a fixed schedule and
 //! latency is measured from the slot's scheduled time, not from when the request was
@@ -26,6 +30,8 @@
 //! which no server on it can answer faster than.
 
 use std::time::{Duration, Instant};
+
+mod raw;
 
 use tokio::sync::mpsc;
 
@@ -65,6 +71,19 @@ struct Opts {
     label: String,
     warmup: u64,
     channel: bool,
+    raw: bool,
+}
+
+impl Opts {
+    /// Which client sent the load, for the RESULT line.
+    fn client(&self) -> &'static str {
+        match (self.target.as_str(), self.raw, self.channel) {
+            ("json", ..) => "http1",
+            (_, true, _) => "raw",
+            (_, _, true) => "channel",
+            _ => "tonic",
+        }
+    }
 }
 
 fn parse() -> Opts {
@@ -84,6 +103,7 @@ fn parse() -> Opts {
         label: String::new(),
         warmup: 0,
         channel: false,
+        raw: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -96,6 +116,11 @@ fn parse() -> Opts {
         }
         if flag == "--channel" {
             o.channel = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--raw" {
+            o.raw = true;
             i += 1;
             continue;
         }
@@ -127,6 +152,9 @@ fn parse() -> Opts {
     if !matches!(o.target.as_str(), "grpc" | "json") {
         usage("--target is grpc or json");
     }
+    if o.raw && (o.target != "grpc" || o.channel) {
+        usage("--raw is a gRPC client of its own: not with --target json or --channel");
+    }
     if o.duration.is_none() && o.count.is_none() {
         o.duration = Some(Duration::from_secs(10));
     }
@@ -141,7 +169,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: rl-load [--target grpc|json] [--addr HOST:PORT] [--streams N] [--conns N] \
          [--duration SECS | --count N] [--rate PER_SEC] [--keys N] [--domain D] [--key K] \
-         [--override] [--threads N] [--label NAME] [--warmup N] [--channel]"
+         [--override] [--threads N] [--label NAME] [--warmup N] [--channel | --raw]"
     );
     std::process::exit(2)
 }
@@ -525,6 +553,20 @@ async fn run(o: Opts) {
         tally.errors += t.errors;
     }
     let secs = start.elapsed().as_secs_f64();
+    let late = pacer.map(|p| p.join().expect("pacer thread"));
+    report(&o, secs, &hist, &sent_hist, &tally, cpu_before, late);
+}
+
+/// Prints the RESULT line every client path ends with.
+fn report(
+    o: &Opts,
+    secs: f64,
+    hist: &Histogram<u64>,
+    sent_hist: &Histogram<u64>,
+    tally: &Tally,
+    cpu_before: Option<u64>,
+    late: Option<Histogram<u64>>,
+) {
     let cpu_col = match (cpu_before, cpu_ticks()) {
         (Some(a), Some(b)) if tally.ok + tally.over > 0 => format!(
             " load_cpu_us={:.1}",
@@ -532,7 +574,6 @@ async fn run(o: Opts) {
         ),
         _ => String::new(),
     };
-    let late = pacer.map(|p| p.join().expect("pacer thread"));
     let late_cols = late.map_or(String::new(), |h| {
         let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
         format!(
@@ -546,11 +587,12 @@ async fn run(o: Opts) {
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let send_us = |q: f64| sent_hist.value_at_quantile(q) as f64 / 1000.0;
     println!(
-        "RESULT label={} target={} streams={} conns={} offered={} decisions={} errors={} \
+        "RESULT label={} target={} client={} streams={} conns={} offered={} decisions={} errors={} \
          over_limit={} secs={secs:.2} rate={:.0} p50_us={:.0} p99_us={:.0} p999_us={:.0} max_us={:.0} \
          send_p50_us={:.0} send_p99_us={:.0} send_p999_us={:.0}{cpu_col}{late_cols}",
         o.label,
         o.target,
+        o.client(),
         o.streams,
         o.conns,
         o.rate.map_or("closed".into(), |r| format!("{r:.0}")),
@@ -630,6 +672,10 @@ fn new_hist() -> Histogram<u64> {
 
 fn main() {
     let o = parse();
+    if o.raw {
+        raw::run(o);
+        return;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(o.threads)
         .enable_all()
