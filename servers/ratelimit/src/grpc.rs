@@ -73,6 +73,7 @@ impl RlsService {
         })?;
         let decision = self.app.limiter.should_rate_limit(&req);
         let decision = crate::tracing::in_span(
+            self.app.settings.tracing.enabled,
             "ShouldRateLimit",
             &req.domain,
             req.descriptors.len(),

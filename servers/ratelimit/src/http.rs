@@ -94,8 +94,13 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
         Err(e) => return bad_request(&e.to_string()),
     };
     let decision = app.limiter.should_rate_limit(&request);
-    let decision =
-        crate::tracing::in_span("json", &request.domain, request.descriptors.len(), decision);
+    let decision = crate::tracing::in_span(
+        app.settings.tracing.enabled,
+        "json",
+        &request.domain,
+        request.descriptors.len(),
+        decision,
+    );
     let resp = match decision.await {
         Ok(r) => r,
         Err(e) => {
