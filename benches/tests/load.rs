@@ -142,3 +142,24 @@ fn a_server_that_is_not_there_is_an_error_not_a_hang() {
         assert!(err.contains("cannot connect"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_server_that_never_answers_fails_the_raw_run_instead_of_hanging() {
+    // Accepts, reads and keeps the connection, and never sends a byte back.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("bound").to_string();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        let _ = std::io::copy(&mut conn, &mut std::io::sink());
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_rl-load"))
+        .args(["--raw", "--addr", &addr, "--count", "5"])
+        .output()
+        .expect("run rl-load");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the server sent nothing for 10s (5 calls in flight)"),
+        "{err}"
+    );
+}

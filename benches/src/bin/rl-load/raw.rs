@@ -28,6 +28,14 @@ const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 /// its length: a call still unanswered this many calls later reads a later call's time.
 const SENT_RING: usize = 1 << 16;
 
+/// How long a connection may make no progress (no answer to calls in flight, no call let
+/// through) before the run fails instead of hanging.
+const STALL: Duration = Duration::from_secs(10);
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
 fn fail(conn: u64, what: impl std::fmt::Display) -> ! {
     eprintln!("rl-load: raw connection {conn}: {what}");
     std::process::exit(1)
@@ -190,6 +198,11 @@ impl Link {
         let mut in_flight = 0usize;
         let mut stopped = false;
         let mut now = Instant::now();
+        let mut heard = now;
+        // Wakes up to see the deadline even when the server lets no call through.
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap_or_else(|e| fail(self.idx, e));
         loop {
             stopped |= deadline.is_some_and(|d| now >= d);
             let control = self.answers.control();
@@ -223,10 +236,24 @@ impl Link {
             if stopped && in_flight == 0 {
                 return;
             }
-            self.inbox
-                .fill(&mut self.s)
-                .unwrap_or_else(|e| fail(self.idx, e));
+            match self.inbox.fill(&mut self.s) {
+                Ok(()) => {}
+                Err(e) if is_timeout(&e) => {
+                    now = Instant::now();
+                    if now.duration_since(heard) >= STALL {
+                        fail(
+                            self.idx,
+                            format_args!(
+                                "the server sent nothing for {STALL:?} ({in_flight} calls in flight)"
+                            ),
+                        );
+                    }
+                    continue;
+                }
+                Err(e) => fail(self.idx, e),
+            }
             now = Instant::now();
+            heard = now;
             self.inbox
                 .parse(&mut self.answers, |id, outcome| {
                     let Some(at) = sent.take(id) else { return };
@@ -394,8 +421,18 @@ fn open(o: Opts, c: u64, link: Link, mut bodies: Bodies, start: Instant, rate: f
     let mut late = new_hist();
     let mut n = 0u64;
     let mut scheduled_all = false;
+    let mut last_sent = Instant::now();
     while !scheduled_all {
         let now = Instant::now();
+        let due = at(n * o.conns + c);
+        if due < now && now.duration_since(last_sent.max(due)) >= STALL {
+            fail(
+                idx,
+                format_args!(
+                    "the server let no call through for {STALL:?} (stream limit or window)"
+                ),
+            );
+        }
         loop {
             let seq = n * o.conns + c;
             let due = at(seq);
@@ -422,6 +459,7 @@ fn open(o: Opts, c: u64, link: Link, mut bodies: Bodies, start: Instant, rate: f
             let sent_ns = now.duration_since(start).as_nanos() as u64;
             shared.sent_ns[n as usize % SENT_RING].store(sent_ns, Ordering::Relaxed);
             n += 1;
+            last_sent = now;
         }
         if !out.is_empty() {
             shared.sent.store(n, Ordering::Release);
@@ -465,18 +503,29 @@ fn answer_loop(
         .unwrap_or_else(|e| fail(idx, e));
     let (mut hist, mut sent_hist, mut tally) = (new_hist(), new_hist(), Tally::default());
     let mut ended = 0u64;
+    let mut heard = Instant::now();
     loop {
         match inbox.fill(&mut s) {
             Ok(()) => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            Err(e) if is_timeout(&e) => {
                 if finished(shared, ended) {
                     break;
+                }
+                let in_flight = shared.sent.load(Ordering::Acquire) - ended;
+                if in_flight > 0 && heard.elapsed() >= STALL {
+                    fail(
+                        idx,
+                        format_args!(
+                            "the server sent nothing for {STALL:?} ({in_flight} calls in flight)"
+                        ),
+                    );
                 }
                 continue;
             }
             Err(e) => fail(idx, e),
         }
         let now = Instant::now();
+        heard = now;
         inbox
             .parse(&mut answers, |id, outcome| {
                 let Some((n, due)) = slot(id) else { return };
