@@ -709,6 +709,7 @@ mod tests {
             assert!(conn_threads_for(backend) >= 1);
         }
     }
+
     /// Counts its wake-ups.
     #[derive(Default)]
     struct Wakes(AtomicUsize);
@@ -719,14 +720,13 @@ mod tests {
         }
     }
 
-    /// `n` streams, started: each counts itself in `begun` when first polled, then waits
-    /// for ever (on the store, say) when `wait`, or ends at once.
-    fn queued_streams(
-        n: usize,
-        wait: bool,
-        begun: &Arc<AtomicUsize>,
-    ) -> mpsc::UnboundedReceiver<StreamFuture> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// Polls `drive` `polls` times over a connection with nothing to say and `n` streams
+    /// already started, each of which waits for ever (on the store, say) when `wait`, or
+    /// ends at once. After each poll: how many streams have begun, and how many times the
+    /// task was woken so far.
+    fn passes(n: usize, wait: bool, polls: usize) -> Vec<(usize, usize)> {
+        let begun = Arc::new(AtomicUsize::new(0));
+        let (tx, mut started) = mpsc::unbounded_channel();
         for _ in 0..n {
             let begun = begun.clone();
             let stream: StreamFuture = Box::pin(async move {
@@ -737,24 +737,23 @@ mod tests {
             });
             tx.send(stream).unwrap();
         }
-        rx
-    }
-
-    #[test]
-    fn waiting_streams_are_started_in_passes_that_let_the_thread_run_others() {
-        let begun = Arc::new(AtomicUsize::new(0));
-        let mut started = queued_streams(40, true, &begun);
         let mut streams = FuturesUnordered::new();
         let mut conn = std::pin::pin!(std::future::pending::<()>());
         let mut pass = std::pin::pin!(drive(conn.as_mut(), &mut started, &mut streams));
         let wakes = Arc::new(Wakes::default());
         let waker = std::task::Waker::from(wakes.clone());
         let mut cx = std::task::Context::from_waker(&waker);
-        let mut seen = Vec::new();
-        for _ in 0..4 {
-            assert!(pass.as_mut().poll(&mut cx).is_pending());
-            seen.push((begun.load(Relaxed), wakes.0.load(Relaxed)));
-        }
+        (0..polls)
+            .map(|_| {
+                assert!(pass.as_mut().poll(&mut cx).is_pending());
+                (begun.load(Relaxed), wakes.0.load(Relaxed))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn waiting_streams_are_started_in_passes_that_let_the_thread_run_others() {
+        let seen = passes(40, true, 4);
         let begun: Vec<_> = seen.iter().map(|s| s.0).collect();
         let woken: Vec<_> = seen.iter().map(|s| s.1).collect();
         assert_eq!(begun, [16, 32, 40, 40]);
@@ -766,16 +765,6 @@ mod tests {
 
     #[test]
     fn streams_that_end_at_once_are_all_run_in_one_pass() {
-        let begun = Arc::new(AtomicUsize::new(0));
-        let mut started = queued_streams(40, false, &begun);
-        let mut streams = FuturesUnordered::new();
-        let mut conn = std::pin::pin!(std::future::pending::<()>());
-        let mut pass = std::pin::pin!(drive(conn.as_mut(), &mut started, &mut streams));
-        let wakes = Arc::new(Wakes::default());
-        let waker = std::task::Waker::from(wakes.clone());
-        let mut cx = std::task::Context::from_waker(&waker);
-        assert!(pass.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(begun.load(Relaxed), 40);
-        assert_eq!(wakes.0.load(Relaxed), 0);
+        assert_eq!(passes(40, false, 1), [(40, 0)]);
     }
 }
