@@ -8,7 +8,10 @@
 
 use std::time::Duration;
 
-use ratelimit_server::grpc::{Ageing, GrpcListener, GrpcRoutes, conn_thread_count, serve_grpc};
+use ratelimit_server::Settings;
+use ratelimit_server::grpc::{
+    Connections, GrpcListener, GrpcRoutes, conn_thread_count, serve_grpc,
+};
 use ratelimit_server::pb::rls;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -53,19 +56,18 @@ async fn main() {
     println!("listening grpc={}", listener.local_addr().expect("bound"));
     let routes = GrpcRoutes::new(Null, Routes::default());
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let ageing = Ageing {
-        max_age: Duration::from_secs(24 * 3600),
-        grace: Duration::from_secs(1),
-    };
+    // The real server's connection handling with its default settings, as it runs on the
+    // memory store and Redis.
+    let settings = Settings::from_lookup(|_| None).expect("the default settings parse");
+    let mut conns = Connections::from_settings(&settings, conn_thread_count());
+    conns.ageing.grace = Duration::from_secs(1);
     serve_grpc(
         GrpcListener::Tcp(listener),
         routes,
         None,
-        ageing,
+        conns,
         rx,
         Duration::from_secs(1),
-        // As the real server on the memory store and Redis.
-        conn_thread_count(),
     )
     .await;
 }

@@ -23,6 +23,7 @@ use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 
 use crate::App;
+use crate::conn::{Activity, Backoff, Closed, Gate, PortLimits, Readable, Watched, WatchedBody};
 use crate::convert;
 use crate::log::{self, Level};
 use crate::pb::rls;
@@ -67,6 +68,11 @@ impl RlsService {
         &self,
         request: Request<rls::RateLimitRequest>,
     ) -> Result<Response<rls::RateLimitResponse>, Status> {
+        if let Err(e) = self.app.settings.request_limits.check_pb(request.get_ref()) {
+            self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
+            // What grpc-go answers for a message over its size limit.
+            return Err(Status::resource_exhausted(e.to_string()));
+        }
         let req = convert::request_from_pb(request.into_inner()).map_err(|e| {
             self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
             Status::invalid_argument(e.0)
@@ -204,22 +210,52 @@ fn jittered(age: Duration) -> Duration {
     age.mul_f64(factor)
 }
 
+/// How the gRPC port treats its connections.
+#[derive(Clone)]
+pub struct Connections {
+    /// Upstream's connection ageing.
+    pub ageing: Ageing,
+    /// How often the server PINGs a connection (`GRPC_KEEPALIVE_TIME`; `None`: never), and
+    /// how long it waits for the answer before closing it (`GRPC_KEEPALIVE_TIMEOUT`).
+    pub keepalive: (Option<Duration>, Duration),
+    /// The bound on open connections and their timeouts.
+    pub gate: Arc<Gate>,
+    /// Connection threads (see [`conn_threads_for`]); 0: the caller's runtime.
+    pub threads: usize,
+}
+
+impl Connections {
+    /// The port as `settings` describe it, on `threads` connection threads.
+    pub fn from_settings(settings: &crate::Settings, threads: usize) -> Self {
+        Connections {
+            ageing: Ageing {
+                max_age: settings.grpc_max_connection_age,
+                grace: settings.grpc_max_connection_age_grace,
+            },
+            keepalive: (
+                settings.grpc_keepalive_time,
+                settings.grpc_keepalive_timeout,
+            ),
+            gate: Gate::new("gRPC", settings.ports.grpc),
+            threads,
+        }
+    }
+}
+
 /// Serves gRPC until `shutdown` flips, then drains connections for at most `drain`.
-/// Connections are served on `threads` connection threads (see [`conn_threads_for`]), or
-/// on the caller's runtime when `threads` is 0.
 pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
     listener: GrpcListener,
     routes: GrpcRoutes<T>,
     tls: Option<SharedConfig>,
-    ageing: Ageing,
+    conns: Connections,
     mut shutdown: watch::Receiver<bool>,
     drain: Duration,
-    threads: usize,
 ) {
-    let threads = ConnThreads::start(threads);
-    let mut conns = JoinSet::new();
+    let threads = ConnThreads::start(conns.threads);
+    let mut tasks = JoinSet::new();
+    let mut backoff = Backoff::default();
     loop {
-        while conns.try_join_next().is_some() {}
+        while tasks.try_join_next().is_some() {}
         let accepted = tokio::select! {
             a = accept(&listener) => a,
             _ = shutdown.changed() => break,
@@ -227,10 +263,13 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
         let io = match accepted {
             Ok(io) => io,
             Err(e) => {
-                log::log(Level::Error, &format!("gRPC accept failed: {e}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(conns.gate.accept_failed(&e, &mut backoff)).await;
                 continue;
             }
+        };
+        backoff.reset();
+        let Some(ticket) = conns.gate.admit() else {
+            continue;
         };
         let routes = routes.clone();
         let shutdown = shutdown.clone();
@@ -238,7 +277,8 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
         let thread = threads.least_busy();
         let local = thread.runtime.is_some();
         let live = LiveGuard::new(thread.live.clone());
-        conns.spawn_on(
+        let conns = conns.clone();
+        tasks.spawn_on(
             async move {
                 let _live = live;
                 // The socket moves to this thread's own reactor.
@@ -252,13 +292,15 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
                         return;
                     }
                 };
+                if ticket.first_byte(&io).await.is_err() {
+                    return;
+                }
+                let handshake = conns.gate.limits().first_byte_timeout;
                 match (io, tls) {
                     (Accepted::Tcp(s), Some(cfg)) => {
                         let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-                        match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(s))
-                            .await
-                        {
-                            Ok(Ok(tls)) => serve_conn(tls, routes, ageing, shutdown, local).await,
+                        match tokio::time::timeout(handshake, acceptor.accept(s)).await {
+                            Ok(Ok(tls)) => serve_conn(tls, routes, &conns, shutdown, local).await,
                             Ok(Err(e)) => {
                                 log::log(Level::Debug, &format!("gRPC TLS handshake failed: {e}"))
                             }
@@ -266,17 +308,18 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
                         }
                     }
                     (Accepted::Tcp(s), None) => {
-                        serve_conn(s, routes, ageing, shutdown, local).await
+                        serve_conn(s, routes, &conns, shutdown, local).await
                     }
-                    (Accepted::Unix(s), _) => serve_conn(s, routes, ageing, shutdown, local).await,
+                    (Accepted::Unix(s), _) => serve_conn(s, routes, &conns, shutdown, local).await,
                 }
+                drop(ticket);
             },
             &thread.handle,
         );
     }
     drop(listener);
-    let _ = tokio::time::timeout(drain, async { while conns.join_next().await.is_some() {} }).await;
-    conns.abort_all();
+    let _ = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+    tasks.abort_all();
 }
 
 /// How many connection threads to serve gRPC on, for a server counting on `backend`.
@@ -398,6 +441,22 @@ enum Accepted {
     Unix(tokio::net::UnixStream),
 }
 
+impl Readable for Accepted {
+    async fn readable(&self) -> std::io::Result<()> {
+        match self {
+            Accepted::Tcp(s) => s.readable().await,
+            Accepted::Unix(s) => s.readable().await,
+        }
+    }
+
+    fn try_peek(&self) -> std::io::Result<usize> {
+        match self {
+            Accepted::Tcp(s) => s.try_peek(),
+            Accepted::Unix(s) => s.try_peek(),
+        }
+    }
+}
+
 /// An accepted socket between the accepting runtime and a connection thread.
 enum Unregistered {
     Tcp(std::net::TcpStream),
@@ -425,41 +484,72 @@ async fn accept(l: &GrpcListener) -> std::io::Result<Unregistered> {
     }
 }
 
-/// One HTTP/2 connection: served until the client leaves, the server shuts down, or the
-/// connection reaches its age (then GOAWAY, and a hard close after the grace period).
+/// One HTTP/2 connection: served until the client leaves, the server shuts down, the
+/// connection reaches its age or stays idle too long (then GOAWAY, and a hard close after
+/// the grace period), or its output stays stuck too long (then a hard close at once).
 async fn serve_conn<I, T>(
     io: I,
     routes: GrpcRoutes<T>,
-    ageing: Ageing,
+    conns: &Connections,
     mut shutdown: watch::Receiver<bool>,
     local: bool,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     T: rls::rate_limit_service_server::RateLimitService,
 {
+    let activity = Arc::new(Activity::default());
     let (exec, mut started) = mpsc::unbounded_channel();
-    let exec = if local {
-        StreamExec::Local(exec)
-    } else {
-        StreamExec::Spawn
+    let exec = StreamExec {
+        activity: activity.clone(),
+        local: local.then_some(exec),
     };
+    let (ping_every, ping_timeout) = conns.keepalive;
     let conn = hyper::server::conn::http2::Builder::new(exec)
         .timer(TokioTimer::new())
         // No `date` header: gRPC clients ignore it, upstream's grpc-go does not send one,
         // and it is a formatted, changing header on every response.
         .auto_date_header(false)
-        .serve_connection(TokioIo::new(io), TowerToHyperService::new(routes));
+        .keep_alive_interval(ping_every)
+        .keep_alive_timeout(ping_timeout)
+        .serve_connection(
+            TokioIo::new(Watched::new(io, activity.clone())),
+            TowerToHyperService::new(
+                tower::ServiceExt::<http::Request<hyper::body::Incoming>>::map_response(routes, {
+                    let activity = activity.clone();
+                    move |r: http::Response<tonic::body::Body>| {
+                        r.map(|b| WatchedBody::new(b, activity.clone()))
+                    }
+                }),
+            ),
+        );
     tokio::pin!(conn);
     let mut streams = FuturesUnordered::new();
-    let age = tokio::time::sleep(jittered(ageing.max_age));
+    let age = tokio::time::sleep(jittered(conns.ageing.max_age));
     tokio::pin!(age);
+    let limits = conns.gate.limits();
+    let mut grace = conns.ageing.grace;
     tokio::select! {
         _ = drive(conn.as_mut(), &mut started, &mut streams) => return,
         _ = &mut age => {}
         _ = shutdown.changed() => {}
+        closed = activity.closing(&limits) => {
+            log::log(Level::Debug, &format!("gRPC connection closed: {closed:?}"));
+            match closed {
+                Closed::Stalled => return,
+                // Nothing is in flight: the client has only to answer the shutdown's PING.
+                _ => grace = ping_timeout,
+            }
+        }
     }
     conn.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(ageing.grace, drive(conn, &mut started, &mut streams)).await;
+    let draining = PortLimits {
+        idle_timeout: None,
+        ..limits
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(grace, drive(conn, &mut started, &mut streams)) => {}
+        _ = activity.closing(&draining) => {}
+    }
 }
 
 type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -473,13 +563,13 @@ type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// and a client with more load than one core can decide opens more connections (Envoy has
 /// one per worker thread).
 #[derive(Clone)]
-enum StreamExec {
-    /// Inside the connection's task.
-    Local(mpsc::UnboundedSender<StreamFuture>),
-    /// A task each, for connections on the shared runtime (memcached's): there, local
-    /// streams were 0.78-0.92x the rate, as all of a connection's pooled memcached round
-    /// trips then waited on one worker.
-    Spawn,
+struct StreamExec {
+    /// Counts the connection's streams in flight, for its idle timeout.
+    activity: Arc<Activity>,
+    /// Inside the connection's task when set; else a task each, for connections on the
+    /// shared runtime (memcached's): there, local streams were 0.78-0.92x the rate, as all
+    /// of a connection's pooled memcached round trips then waited on one worker.
+    local: Option<mpsc::UnboundedSender<StreamFuture>>,
 }
 
 impl<F> hyper::rt::Executor<F> for StreamExec
@@ -487,10 +577,15 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, fut: F) {
-        match self {
+        let in_flight = self.activity.begin();
+        let fut = async move {
+            fut.await;
+            drop(in_flight);
+        };
+        match &self.local {
             // Fails only once `serve_conn` has returned, and then nothing would poll it.
-            StreamExec::Local(streams) => drop(streams.send(Box::pin(fut))),
-            StreamExec::Spawn => drop(tokio::spawn(fut)),
+            Some(streams) => drop(streams.send(Box::pin(fut))),
+            None => drop(tokio::spawn(fut)),
         }
     }
 }
@@ -596,18 +691,16 @@ mod tests {
         };
         let routes = GrpcRoutes::new(service, Routes::default());
         let (stop, stopped) = watch::channel(false);
-        let ageing = Ageing {
-            max_age: Duration::from_secs(3600),
-            grace: Duration::from_secs(5),
-        };
+        let settings = crate::Settings::from_lookup(|_| None).unwrap();
+        let mut conns = Connections::from_settings(&settings, threads);
+        conns.ageing.grace = Duration::from_secs(5);
         tokio::spawn(serve_grpc(
             GrpcListener::Tcp(listener),
             routes,
             None,
-            ageing,
+            conns,
             stopped,
             Duration::from_secs(5),
-            threads,
         ));
         // One channel is one HTTP/2 connection: every call below shares it.
         let client = RateLimitServiceClient::connect(format!("http://{addr}"))

@@ -12,13 +12,15 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use ratelimit_core::{Code, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::App;
+use crate::conn::{Activity, Backoff, Gate, Watched};
 use crate::log::{self, Level};
+use crate::tls::SharedConfig;
 
 type Resp = Response<Full<Bytes>>;
 
@@ -93,6 +95,9 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
         Ok(r) => r,
         Err(e) => return bad_request(&e.to_string()),
     };
+    if let Err(e) = app.settings.request_limits.check_request(&request) {
+        return bad_request(&e.to_string());
+    }
     let decision = app.limiter.should_rate_limit(&request);
     let decision = crate::tracing::in_span(
         app.settings.tracing.enabled,
@@ -257,13 +262,25 @@ pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
     r
 }
 
-/// Serves HTTP/1.1 and h2c on `listener` until `shutdown` flips, then lets open
-/// connections finish for up to `drain`.
+/// How an HTTP port treats its connections.
+#[derive(Clone)]
+pub struct HttpPort {
+    /// The bound on open connections and their timeouts.
+    pub gate: Arc<Gate>,
+    /// Serve TLS (HTTP/1.1 and HTTP/2 by ALPN) with the configuration in force.
+    pub tls: Option<SharedConfig>,
+    /// How long a client may take to send a request's headers, and how long a connection
+    /// may wait for its next request (`HTTP_READ_TIMEOUT`).
+    pub read_timeout: Duration,
+}
+
+/// Serves HTTP/1.1 and HTTP/2 (h2c, or by ALPN over TLS) on `listener` until `shutdown`
+/// flips, then lets open connections finish for up to `drain`.
 pub async fn serve_http<H, Fut>(
     listener: TcpListener,
     handler: H,
+    port: HttpPort,
     mut shutdown: watch::Receiver<bool>,
-    read_timeout: Duration,
     drain: Duration,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -271,40 +288,100 @@ pub async fn serve_http<H, Fut>(
 {
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Bounds how long a client may take to send its headers (slowloris).
+    // Bounds how long a client may take to send its headers (slowloris), and how long an
+    // HTTP/1 connection waits for its next request.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(read_timeout);
+        .header_read_timeout(port.read_timeout);
+    let mut backoff = Backoff::default();
     loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((s, _)) => s,
-                    Err(e) => {
-                        // Usually EMFILE: back off instead of spinning.
-                        log::log(Level::Error, &format!("accept failed: {e}"));
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let h = handler.clone();
-                let svc = service_fn(move |req| {
-                    let h = h.clone();
-                    async move { Ok::<_, Infallible>(h(req).await) }
-                });
-                let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-            }
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tokio::time::sleep(port.gate.accept_failed(&e, &mut backoff)).await;
+                    continue;
+                }
+            },
             _ = shutdown.changed() => break,
-        }
+        };
+        backoff.reset();
+        let Some(ticket) = port.gate.admit() else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = Conn {
+            builder: builder.clone(),
+            handler: handler.clone(),
+            watcher: graceful.watcher(),
+            port: port.clone(),
+        };
+        tokio::spawn(async move {
+            if ticket.first_byte(&stream).await.is_err() {
+                return;
+            }
+            let Some(tls) = &conn.port.tls else {
+                return conn.serve(stream).await;
+            };
+            let mut cfg = (*tls.load_full()).clone();
+            cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            let accept = tokio_rustls::TlsAcceptor::from(Arc::new(cfg)).accept(stream);
+            match tokio::time::timeout(conn.port.gate.limits().first_byte_timeout, accept).await {
+                Ok(Ok(s)) => conn.serve(s).await,
+                Ok(Err(e)) => log::log(Level::Debug, &format!("HTTP TLS handshake failed: {e}")),
+                Err(_) => log::log(Level::Debug, "HTTP TLS handshake timed out"),
+            }
+            drop(ticket);
+        });
     }
     drop(listener);
     let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+}
+
+/// What one accepted HTTP connection is served with.
+struct Conn<H> {
+    builder: auto::Builder<TokioExecutor>,
+    handler: H,
+    watcher: Watcher,
+    port: HttpPort,
+}
+
+impl<H, Fut> Conn<H>
+where
+    H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Resp> + Send + 'static,
+{
+    /// Serves until the client leaves, the server drains, or the connection's output stalls
+    /// or it waits for a request longer than the read timeout.
+    async fn serve<I>(self, io: I)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let activity = Arc::new(Activity::default());
+        let requests = activity.clone();
+        let handler = self.handler;
+        let svc = service_fn(move |req| {
+            let in_flight = requests.begin();
+            let answer = handler(req);
+            async move {
+                let r = answer.await;
+                drop(in_flight);
+                Ok::<_, Infallible>(r)
+            }
+        });
+        let io = TokioIo::new(Watched::new(io, activity.clone()));
+        let conn = self
+            .watcher
+            .watch(self.builder.serve_connection(io, svc).into_owned());
+        let limits = self.port.gate.limits();
+        tokio::select! {
+            _ = conn => {}
+            closed = activity.closing(&limits) => {
+                log::log(Level::Debug, &format!("HTTP connection closed: {closed:?}"));
+            }
+        }
+    }
 }
 
 /// The Prometheus scrape endpoint: the text exposition of every statistic at `path`.

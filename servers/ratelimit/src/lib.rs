@@ -10,11 +10,13 @@
 #![forbid(unsafe_code)]
 
 pub mod checkconfig;
+pub mod conn;
 pub mod convert;
 pub mod files;
 pub mod grpc;
 pub mod health;
 pub mod http;
+pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod pb;
@@ -48,13 +50,13 @@ pub struct App {
     pub metrics: Arc<metrics::Metrics>,
 }
 
-/// The sockets the server answers on.
+/// The sockets the server answers on, each with its TLS configuration when enabled.
 pub struct Listeners {
     /// `/json` and `/healthcheck`.
-    pub http: TcpListener,
+    pub http: (TcpListener, Option<tls::SharedConfig>),
     /// The debug port.
-    pub debug: TcpListener,
-    /// The gRPC port, with its TLS configuration when enabled.
+    pub debug: (TcpListener, Option<tls::SharedConfig>),
+    /// The gRPC port.
     pub grpc: Option<(grpc::GrpcListener, Option<tls::SharedConfig>)>,
 }
 
@@ -65,39 +67,42 @@ pub const DRAIN: Duration = Duration::from_secs(10);
 /// in-flight requests finish (for at most [`DRAIN`]).
 pub async fn serve(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Output = ()>) {
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let timeout = app.settings.http_read_timeout;
+    let http_port = |name, limits, tls| http::HttpPort {
+        gate: conn::Gate::new(name, limits),
+        tls,
+        read_timeout: app.settings.http_read_timeout,
+    };
     let a = app.clone();
+    let (listener, tls) = listeners.http;
     let main = tokio::spawn(http::serve_http(
-        listeners.http,
+        listener,
         move |req| http::main_handler(a.clone(), req),
+        http_port("HTTP", app.settings.ports.http, tls),
         rx.clone(),
-        timeout,
         DRAIN,
     ));
     let a = app.clone();
+    let (listener, tls) = listeners.debug;
     let debug = tokio::spawn(http::serve_http(
-        listeners.debug,
+        listener,
         move |req| http::debug_handler(a.clone(), req),
+        http_port("debug", app.settings.ports.debug, tls),
         rx.clone(),
-        timeout,
         DRAIN,
     ));
     let grpc = match listeners.grpc {
         None => None,
         Some((listener, tls)) => {
-            let ageing = grpc::Ageing {
-                max_age: app.settings.grpc_max_connection_age,
-                grace: app.settings.grpc_max_connection_age_grace,
-            };
+            let threads = grpc::conn_threads_for(app.settings.backend_type);
+            let conns = grpc::Connections::from_settings(&app.settings, threads);
             let routes = grpc::routes(app.clone()).await;
             Some(tokio::spawn(grpc::serve_grpc(
                 listener,
                 routes,
                 tls,
-                ageing,
+                conns,
                 rx.clone(),
                 DRAIN,
-                grpc::conn_threads_for(app.settings.backend_type),
             )))
         }
     };

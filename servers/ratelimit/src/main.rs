@@ -7,6 +7,7 @@ use std::time::Duration;
 use ratelimit_backends::memcached::Severity;
 use ratelimit_backends::{MemcachedStore, MemoryStore, RedisStore, SystemClock};
 use ratelimit_core::{Clock, CounterStore, Limiter, Stats};
+use ratelimit_server::conn::Gate;
 use ratelimit_server::grpc::GrpcListener;
 use ratelimit_server::log::{self, Level};
 use ratelimit_server::metrics::Metrics;
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("check-config") {
         return ratelimit_server::checkconfig::main(&args[2..]);
     }
-    let settings = match Settings::from_env() {
+    let mut settings = match Settings::from_env() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ratelimit: {e}");
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
         }
     };
     log::init(&settings.log_level, settings.log_format);
+    fit_to_file_limit(&mut settings);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -113,12 +115,20 @@ async fn run(settings: Settings) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let health = Health::new(settings.healthy_with_at_least_one_config_loaded);
 
-    let tls = if settings.grpc_server_use_tls {
+    // One certificate, reloaded in one place, for every port that serves TLS.
+    let tls_users: Vec<&str> = [
+        ("GRPC_SERVER_USE_TLS", settings.grpc_server_use_tls),
+        ("HTTP_SERVER_USE_TLS", settings.http_server_use_tls),
+        ("DEBUG_SERVER_USE_TLS", settings.debug_server_use_tls),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    let tls = if let Some(first) = tls_users.first() {
         if settings.grpc_server_tls_cert.is_empty() || settings.grpc_server_tls_key.is_empty() {
-            return Err(
-                "GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"
-                    .into(),
-            );
+            return Err(format!(
+                "{first}=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"
+            ));
         }
         let files = TlsFiles {
             cert: settings.grpc_server_tls_cert.clone().into(),
@@ -128,10 +138,7 @@ async fn run(settings: Settings) -> Result<(), String> {
             client_san: (!settings.grpc_client_tls_san.is_empty())
                 .then(|| settings.grpc_client_tls_san.clone()),
         };
-        Some(
-            tls::load_and_watch(files, Duration::from_secs(1))
-                .map_err(|e| format!("gRPC TLS: {e}"))?,
-        )
+        Some(tls::load_and_watch(files, Duration::from_secs(1)).map_err(|e| format!("TLS: {e}"))?)
     } else {
         None
     };
@@ -218,16 +225,13 @@ async fn run(settings: Settings) -> Result<(), String> {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
-    serve(
-        app,
-        Listeners {
-            http,
-            debug,
-            grpc: Some((grpc, tls)),
-        },
-        shutdown,
-    )
-    .await;
+    let tls_for = |on: bool| tls.clone().filter(|_| on);
+    let listeners = Listeners {
+        http: (http, tls_for(settings.http_server_use_tls)),
+        debug: (debug, tls_for(settings.debug_server_use_tls)),
+        grpc: Some((grpc, tls_for(settings.grpc_server_use_tls))),
+    };
+    serve(app, listeners, shutdown).await;
     let _ = stats_stop.send(true);
     if let Some(t) = sink_task {
         // A last flush so that the final counts are not lost.
@@ -298,15 +302,39 @@ async fn start_sink(
                     )
                 }
             };
+            let port = ratelimit_server::http::HttpPort {
+                gate: Gate::new("Prometheus", s.ports.debug),
+                tls: None,
+                read_timeout: s.http_read_timeout,
+            };
             Some(tokio::spawn(ratelimit_server::http::serve_http(
                 listener,
                 handler,
+                port,
                 stop,
-                Duration::from_secs(30),
                 Duration::from_secs(2),
             )))
         }
     })
+}
+
+/// Raises the soft limit on open files to the hard one, as the Go runtime does for upstream
+/// (a connection is a file), then lowers the ports' connection bounds if they still do not
+/// fit under it.
+fn fit_to_file_limit(settings: &mut Settings) {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => n,
+        Err(e) => {
+            log::log(
+                Level::Warn,
+                &format!("cannot read the open file limit: {e}"),
+            );
+            return;
+        }
+    };
+    if let Some(w) = settings.ports.fit_to_file_limit(limit) {
+        log::log(Level::Warn, &w);
+    }
 }
 
 async fn bind(host: &str, port: u16) -> Result<TcpListener, String> {

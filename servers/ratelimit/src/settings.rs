@@ -123,6 +123,19 @@ pub struct Settings {
     pub http_max_body_bytes: usize,
     /// `HTTP_READ_TIMEOUT`: bound on reading a request (headers and body).
     pub http_read_timeout: Duration,
+    /// Each port's bound on connections and their timeouts (`GRPC_MAX_CONNECTIONS`,
+    /// `CONNECTION_FIRST_BYTE_TIMEOUT`, `GRPC_MAX_CONNECTION_IDLE`, ...).
+    pub ports: crate::conn::Ports,
+    /// `GRPC_KEEPALIVE_TIME` (2h; 0: none): how often the server PINGs a connection.
+    pub grpc_keepalive_time: Option<Duration>,
+    /// `GRPC_KEEPALIVE_TIMEOUT` (20s): how long a PING may go unanswered.
+    pub grpc_keepalive_timeout: Duration,
+    /// `HTTP_SERVER_USE_TLS`: the main HTTP port serves TLS with the gRPC port's files.
+    pub http_server_use_tls: bool,
+    /// `DEBUG_SERVER_USE_TLS`: the debug port likewise.
+    pub debug_server_use_tls: bool,
+    /// `MAX_REQUEST_DESCRIPTORS`, `MAX_DESCRIPTOR_ENTRIES`, `MAX_REQUEST_STRING_BYTES`.
+    pub request_limits: crate::limits::RequestLimits,
     /// `STATS_DYNAMIC_CAP`: bound on stats named from request values.
     pub stats_dynamic_cap: u64,
     /// The limiter's switches (`CACHE_KEY_PREFIX`, `NEAR_LIMIT_RATIO`, ...).
@@ -468,6 +481,40 @@ fn stats_sink<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<StatsSink, 
     })
 }
 
+/// Each port's connection handling. The HTTP ports close a connection that waits longer
+/// than `HTTP_READ_TIMEOUT` for its next request, as hyper already does for HTTP/1.
+fn port_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    http_read_timeout: Duration,
+) -> Result<crate::conn::Ports, SettingsError> {
+    use crate::conn::PortLimits;
+    let first_byte_timeout =
+        env.duration("CONNECTION_FIRST_BYTE_TIMEOUT", Duration::from_secs(10))?;
+    let write_timeout = env.duration("CONNECTION_WRITE_TIMEOUT", Duration::from_secs(30))?;
+    let port = |name: &str, default: usize, idle_timeout: Option<Duration>| {
+        let max_connections = env.number(name, default, "a whole number above 0")?;
+        if max_connections == 0 {
+            return Err(env.err(name, "0", "a whole number above 0"));
+        }
+        Ok(PortLimits {
+            max_connections,
+            first_byte_timeout,
+            write_timeout,
+            idle_timeout,
+        })
+    };
+    let grpc_idle = env.duration("GRPC_MAX_CONNECTION_IDLE", Duration::from_secs(3600))?;
+    Ok(crate::conn::Ports {
+        grpc: port(
+            "GRPC_MAX_CONNECTIONS",
+            10_000,
+            Some(grpc_idle).filter(|d| !d.is_zero()),
+        )?,
+        http: port("HTTP_MAX_CONNECTIONS", 1_000, Some(http_read_timeout))?,
+        debug: port("DEBUG_MAX_CONNECTIONS", 100, Some(http_read_timeout))?,
+    })
+}
+
 fn tracing_settings<F: Fn(&str) -> Option<String>>(
     env: &Env<F>,
 ) -> Result<crate::tracing::TracingSettings, SettingsError> {
@@ -724,6 +771,7 @@ impl Settings {
         let extra_tags_raw = env.string("EXTRA_TAGS", "");
         let extra_tags = crate::metrics::parse_tags(&extra_tags_raw)
             .map_err(|e| env.err("EXTRA_TAGS", &extra_tags_raw, &format!("k1:v1,k2:v2 ({e})")))?;
+        let http_read_timeout = env.duration("HTTP_READ_TIMEOUT", Duration::from_secs(30))?;
         Ok(Settings {
             host: env.string("HOST", "0.0.0.0"),
             port: env.number("PORT", 8080, "a port number")?,
@@ -756,7 +804,25 @@ impl Settings {
             log_level,
             log_format,
             http_max_body_bytes: env.number("HTTP_MAX_BODY_BYTES", 1 << 20, "a number of bytes")?,
-            http_read_timeout: env.duration("HTTP_READ_TIMEOUT", Duration::from_secs(30))?,
+            http_read_timeout,
+            ports: port_settings(&env, http_read_timeout)?,
+            grpc_keepalive_time: Some(
+                env.duration("GRPC_KEEPALIVE_TIME", Duration::from_secs(2 * 3600))?,
+            )
+            .filter(|d| !d.is_zero()),
+            grpc_keepalive_timeout: env
+                .duration("GRPC_KEEPALIVE_TIMEOUT", Duration::from_secs(20))?,
+            http_server_use_tls: env.boolean("HTTP_SERVER_USE_TLS", false)?,
+            debug_server_use_tls: env.boolean("DEBUG_SERVER_USE_TLS", false)?,
+            request_limits: crate::limits::RequestLimits {
+                max_descriptors: env.number("MAX_REQUEST_DESCRIPTORS", 1000, "a whole number")?,
+                max_entries: env.number("MAX_DESCRIPTOR_ENTRIES", 100, "a whole number")?,
+                max_string_bytes: env.number(
+                    "MAX_REQUEST_STRING_BYTES",
+                    64 << 10,
+                    "a number of bytes",
+                )?,
+            },
             stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
             limiter,
             redis,

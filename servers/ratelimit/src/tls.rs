@@ -1,5 +1,6 @@
-//! TLS for the gRPC port: server certificates reloaded from disk without dropping the
-//! listener, optional client certificates (mutual TLS) with an optional SAN requirement.
+//! TLS for the gRPC port, and for the HTTP ports when enabled: server certificates reloaded
+//! from disk without dropping the listener, optional client certificates (mutual TLS) with
+//! an optional SAN requirement.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -175,11 +176,11 @@ pub fn load_and_watch(files: TlsFiles, every: Duration) -> Result<SharedConfig, 
                 Ok(c) => {
                     shared.store(Arc::new(c));
                     seen = now;
-                    log::log(Level::Info, "gRPC TLS certificate reloaded");
+                    log::log(Level::Info, "TLS certificate reloaded");
                 }
                 Err(e) => log::log(
                     Level::Error,
-                    &format!("gRPC TLS reload failed, keeping the old certificate: {e}"),
+                    &format!("TLS reload failed, keeping the old certificate: {e}"),
                 ),
             }
         }

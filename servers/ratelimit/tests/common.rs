@@ -67,10 +67,32 @@ pub fn start(rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
 
 /// Like [`start`], in a directory the caller prepared (e.g. with TLS files).
 pub fn start_in(dir: PathBuf, rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
+    let cmd = command(&dir, env);
+    start_command(dir, rules, cmd)
+}
+
+/// Like [`start`], with the process's open file limit (soft and hard) set to `files`, as
+/// a host's default limit would be.
+pub fn start_with_file_limit(files: u64, rules: &[(&str, &str)], env: &[(&str, &str)]) -> Server {
+    let dir = temp_dir("srv");
+    let inner = command(&dir, env);
+    // prlimit (util-linux) sets the limit, then execs the server in the same process.
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--nofile={files}:{files}"))
+        .arg(inner.get_program())
+        .env_clear()
+        .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    start_command(dir, rules, cmd)
+}
+
+fn start_command(dir: PathBuf, rules: &[(&str, &str)], mut cmd: Command) -> Server {
     for (name, text) in rules {
         std::fs::write(dir.join("config").join(name), text).unwrap();
     }
-    let mut child = command(&dir, env).spawn().expect("spawn ratelimit");
+    let mut child = cmd.spawn().expect("spawn ratelimit");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -2,6 +2,7 @@
 
 mod check_config;
 mod common;
+mod connections;
 mod envoy;
 mod fuzz_corpus;
 mod grpc_face;

@@ -1,0 +1,617 @@
+//! What every listening port does with a connection before and around its protocol: a
+//! bound on open connections, a deadline for the first byte, a watch on stalled writes and
+//! idleness, and accept errors that back off and log at a bounded rate.
+//!
+//! What it deliberately does not do: speak any protocol. The HTTP and gRPC faces hand it
+//! sockets and get back a verdict (admitted, timed out, stalled, idle).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::sync::Notify;
+
+use crate::log::{self, Level};
+
+/// How one port treats its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortLimits {
+    /// Open connections at most; beyond it a new one takes the place of the oldest that has
+    /// not sent a byte yet, or is closed at once.
+    pub max_connections: usize,
+    /// How long a new connection may stay silent (TLS handshakes included).
+    pub first_byte_timeout: Duration,
+    /// How long pending output may make no progress before the connection is dropped.
+    pub write_timeout: Duration,
+    /// How long a connection may have no request in flight; `None`: forever.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// The three ports' limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// `ShouldRateLimit` and health.
+    pub grpc: PortLimits,
+    /// `/json` and `/healthcheck`.
+    pub http: PortLimits,
+    /// The debug port (and the Prometheus endpoint).
+    pub debug: PortLimits,
+}
+
+impl Ports {
+    /// Lowers the bounds to fit the file limit; see [`fit_to_file_limit`].
+    pub fn fit_to_file_limit(&mut self, file_limit: u64) -> Option<String> {
+        fit_to_file_limit(
+            &mut [
+                &mut self.grpc.max_connections,
+                &mut self.http.max_connections,
+                &mut self.debug.max_connections,
+            ],
+            file_limit,
+            FILES_KEPT_FOR_THE_REST,
+        )
+    }
+}
+
+/// Descriptors kept out of the ports' bounds for everything else the process opens: store
+/// connections (one per gRPC connection thread on Redis, pools on memcached), rule files and
+/// their watches, the statistics and tracing exporters, the log.
+pub const FILES_KEPT_FOR_THE_REST: u64 = 256;
+
+/// The bound on one port's open connections, and the queue of those that have not spoken.
+pub struct Gate {
+    port: &'static str,
+    limits: PortLimits,
+    open: AtomicUsize,
+    silent: Mutex<Silent>,
+    log: LogLimiter,
+}
+
+#[derive(Default)]
+struct Silent {
+    next: u64,
+    /// Oldest first: the one to close when a new connection needs its place.
+    waiting: BTreeMap<u64, Arc<Notify>>,
+}
+
+/// Why a connection was closed before its protocol ended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// No first byte within [`PortLimits::first_byte_timeout`].
+    Silent,
+    /// Its place went to a newer connection while it had sent nothing.
+    Evicted,
+    /// Pending output made no progress for [`PortLimits::write_timeout`].
+    Stalled,
+    /// No request in flight for [`PortLimits::idle_timeout`].
+    Idle,
+}
+
+impl Gate {
+    /// A gate for `port` (its name in logs: "gRPC", "HTTP", "debug").
+    pub fn new(port: &'static str, limits: PortLimits) -> Arc<Self> {
+        Arc::new(Gate {
+            port,
+            limits,
+            open: AtomicUsize::new(0),
+            silent: Mutex::default(),
+            log: LogLimiter::default(),
+        })
+    }
+
+    /// The port's limits.
+    pub fn limits(&self) -> PortLimits {
+        self.limits
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Relaxed)
+    }
+
+    /// Lets a just-accepted connection in, or says no (the caller closes it). At the bound,
+    /// the oldest connection that has not sent a byte is told to close and the new one takes
+    /// its place: a flood of idle sockets cannot keep out a client that speaks. Until the
+    /// told one has closed (it is woken at once), the port holds one more than its bound.
+    pub fn admit(self: &Arc<Self>) -> Option<Ticket> {
+        let mut silent = self.silent.lock().unwrap_or_else(|p| p.into_inner());
+        if self.open.load(Relaxed) >= self.limits.max_connections {
+            match silent.waiting.pop_first() {
+                Some((_, evict)) => evict.notify_one(),
+                None => {
+                    drop(silent);
+                    self.log.warn(&format!(
+                        "{} port: {} connections open, the most allowed: closing new ones",
+                        self.port, self.limits.max_connections
+                    ));
+                    return None;
+                }
+            }
+        }
+        self.open.fetch_add(1, Relaxed);
+        let id = silent.next;
+        silent.next += 1;
+        let evict = Arc::new(Notify::new());
+        silent.waiting.insert(id, evict.clone());
+        Some(Ticket {
+            gate: self.clone(),
+            id,
+            evict,
+        })
+    }
+
+    /// Logs an accept error at most once a second and says how long to wait before the next
+    /// accept: the usual cause, too many open files, does not clear by retrying at once.
+    pub fn accept_failed(&self, e: &io::Error, backoff: &mut Backoff) -> Duration {
+        self.log
+            .error(&format!("{} port: accept failed: {e}", self.port));
+        backoff.next()
+    }
+
+    fn spoke(&self, id: u64) {
+        let mut silent = self.silent.lock().unwrap_or_else(|p| p.into_inner());
+        silent.waiting.remove(&id);
+    }
+}
+
+/// One admitted connection's place at its gate; dropping it frees the place.
+pub struct Ticket {
+    gate: Arc<Gate>,
+    id: u64,
+    evict: Arc<Notify>,
+}
+
+impl Ticket {
+    /// Waits until the connection has a byte to read (or is closed by its peer), for at most
+    /// the port's first-byte timeout, and leaves the queue of silent connections.
+    pub async fn first_byte<S: Readable>(&self, socket: &S) -> Result<(), Closed> {
+        let limits = self.gate.limits;
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(limits.first_byte_timeout, wait_for_first_byte(socket)) => match r {
+                Ok(_) => Ok(()),
+                Err(_) => Err(Closed::Silent),
+            },
+            _ = self.evict.notified() => Err(Closed::Evicted),
+        };
+        self.gate.spoke(self.id);
+        outcome
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.gate.spoke(self.id);
+        self.gate.open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Sockets that can be waited on for a first byte without taking it.
+pub trait Readable {
+    /// Resolves once a read might not block (readiness can be spurious).
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+    /// Looks at the next byte without taking it: `WouldBlock` while nothing has arrived.
+    fn try_peek(&self) -> io::Result<usize>;
+}
+
+/// Resolves once `socket` has a byte to read, has been closed by its peer, or failed.
+async fn wait_for_first_byte<S: Readable>(socket: &S) {
+    loop {
+        if socket.readable().await.is_err() {
+            return;
+        }
+        match socket.try_peek() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            _ => return,
+        }
+    }
+}
+
+fn peek(socket: socket2::SockRef<'_>) -> io::Result<usize> {
+    let mut byte = [std::mem::MaybeUninit::uninit()];
+    socket.peek(&mut byte)
+}
+
+impl Readable for tokio::net::TcpStream {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        tokio::net::TcpStream::readable(self)
+    }
+
+    fn try_peek(&self) -> io::Result<usize> {
+        self.try_io(Interest::READABLE, || peek(socket2::SockRef::from(self)))
+    }
+}
+
+impl Readable for tokio::net::UnixStream {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        tokio::net::UnixStream::readable(self)
+    }
+
+    fn try_peek(&self) -> io::Result<usize> {
+        self.try_io(Interest::READABLE, || peek(socket2::SockRef::from(self)))
+    }
+}
+
+/// Doubling waits after accept errors: 5 ms up to 1 s, back to the start after a success.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    wait: Option<Duration>,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MOST: Duration = Duration::from_secs(1);
+
+    fn next(&mut self) -> Duration {
+        let wait = self.wait.map_or(Self::FIRST, |w| (w * 2).min(Self::MOST));
+        self.wait = Some(wait);
+        wait
+    }
+
+    /// An accept succeeded.
+    pub fn reset(&mut self) {
+        self.wait = None;
+    }
+}
+
+/// One log line a second at most, with the count of the lines left out since the last one:
+/// a flood of refused connections must not become a flood of log lines.
+#[derive(Default)]
+pub struct LogLimiter {
+    last: Mutex<Option<Instant>>,
+    left_out: AtomicU64,
+}
+
+impl LogLimiter {
+    fn warn(&self, msg: &str) {
+        self.emit(Level::Warn, msg);
+    }
+
+    fn error(&self, msg: &str) {
+        self.emit(Level::Error, msg);
+    }
+
+    fn emit(&self, level: Level, msg: &str) {
+        let now = Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            self.left_out.fetch_add(1, Relaxed);
+            return;
+        }
+        *last = Some(now);
+        drop(last);
+        match self.left_out.swap(0, Relaxed) {
+            0 => log::log(level, msg),
+            n => log::log(
+                level,
+                &format!("{msg} ({n} more like this in the last second)"),
+            ),
+        }
+    }
+}
+
+/// What a connection's watch reads: requests started and in flight, and write progress.
+#[derive(Debug, Default)]
+pub struct Activity {
+    started: AtomicU64,
+    in_flight: AtomicUsize,
+    /// Writes to the socket and frames taken from response bodies.
+    written: AtomicU64,
+    /// The last write to the socket would have blocked.
+    write_blocked: AtomicBool,
+    /// Response bodies with a frame ready that the connection has not taken: with HTTP/2,
+    /// a client that grants no flow-control window stalls here, not on the socket.
+    bodies_waiting: AtomicUsize,
+}
+
+impl Activity {
+    /// Counts a request in flight until the returned guard drops.
+    pub fn begin(self: &Arc<Self>) -> InFlight {
+        self.started.fetch_add(1, Relaxed);
+        self.in_flight.fetch_add(1, Relaxed);
+        InFlight(self.clone())
+    }
+
+    /// Resolves when the connection should be closed: its output has been stuck for
+    /// `limits.write_timeout`, or no request has been in flight for `limits.idle_timeout`.
+    /// It looks every half of the shorter timeout, so it fires up to half that late; the
+    /// counters it compares cost a request no clock read.
+    pub async fn closing(&self, limits: &PortLimits) -> Closed {
+        let shortest = limits
+            .idle_timeout
+            .map_or(limits.write_timeout, |i| i.min(limits.write_timeout));
+        let tick = (shortest / 2).max(Duration::from_millis(10));
+        let (mut stalled_for, mut idle_for) = (Duration::ZERO, Duration::ZERO);
+        let mut seen = (self.started.load(Relaxed), self.written.load(Relaxed));
+        loop {
+            tokio::time::sleep(tick).await;
+            let now = (self.started.load(Relaxed), self.written.load(Relaxed));
+            let output_pending =
+                self.write_blocked.load(Relaxed) || self.bodies_waiting.load(Relaxed) > 0;
+            stalled_for = if output_pending && now.1 == seen.1 {
+                stalled_for + tick
+            } else {
+                Duration::ZERO
+            };
+            idle_for = if self.in_flight.load(Relaxed) == 0 && now.0 == seen.0 {
+                idle_for + tick
+            } else {
+                Duration::ZERO
+            };
+            seen = now;
+            if stalled_for >= limits.write_timeout {
+                return Closed::Stalled;
+            }
+            if limits.idle_timeout.is_some_and(|idle| idle_for >= idle) {
+                return Closed::Idle;
+            }
+        }
+    }
+}
+
+/// A request in flight on a connection.
+pub struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A response body that tells its [`Activity`] while it has a frame the connection has
+/// not taken. A body waiting on its own producer (a streaming response with nothing new)
+/// is not counted: only output the client is not accepting is.
+pub struct WatchedBody<B> {
+    inner: B,
+    activity: Arc<Activity>,
+    waiting: bool,
+}
+
+impl<B> WatchedBody<B> {
+    /// Wraps a response body of a connection watched by `activity`.
+    pub fn new(inner: B, activity: Arc<Activity>) -> Self {
+        activity.bodies_waiting.fetch_add(1, Relaxed);
+        WatchedBody {
+            inner,
+            activity,
+            waiting: true,
+        }
+    }
+
+    fn set_waiting(&mut self, waiting: bool) {
+        if waiting != self.waiting {
+            self.waiting = waiting;
+            if waiting {
+                self.activity.bodies_waiting.fetch_add(1, Relaxed);
+            } else {
+                self.activity.bodies_waiting.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+}
+
+impl<B> Drop for WatchedBody<B> {
+    fn drop(&mut self) {
+        self.set_waiting(false);
+    }
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for WatchedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        // After a frame the connection asks for the next one once it can send more.
+        let waiting = matches!(r, Poll::Ready(Some(Ok(_)))) && !self.inner.is_end_stream();
+        if matches!(r, Poll::Ready(Some(_))) {
+            self.activity.written.fetch_add(1, Relaxed);
+        }
+        self.set_waiting(waiting);
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A socket that reports its write progress to an [`Activity`].
+pub struct Watched<I> {
+    inner: I,
+    activity: Arc<Activity>,
+}
+
+impl<I> Watched<I> {
+    /// Wraps `inner`, reporting to `activity`.
+    pub fn new(inner: I, activity: Arc<Activity>) -> Self {
+        Watched { inner, activity }
+    }
+
+    fn wrote<T>(&self, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match &r {
+            Poll::Pending => self.activity.write_blocked.store(true, Relaxed),
+            Poll::Ready(Ok(_)) => {
+                self.activity.written.fetch_add(1, Relaxed);
+                self.activity.write_blocked.store(false, Relaxed);
+            }
+            Poll::Ready(Err(_)) => {}
+        }
+        r
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    // A flush moves no bytes of its own (hyper flushes after every pass, with or without
+    // output): it is no progress.
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Scales the ports' bounds down, in proportion, when together with `reserve` descriptors
+/// (store connections, rule files, logs) they would not fit under the file limit: the
+/// process then refuses connections instead of failing every `accept` and every file open
+/// with "too many open files". Returns a warning when it had to.
+pub fn fit_to_file_limit(
+    bounds: &mut [&mut usize],
+    file_limit: u64,
+    reserve: u64,
+) -> Option<String> {
+    let wanted: u64 = bounds.iter().map(|b| **b as u64).sum();
+    let room = file_limit.saturating_sub(reserve).max(bounds.len() as u64);
+    if wanted <= room {
+        return None;
+    }
+    for b in bounds.iter_mut() {
+        **b = ((**b as u64 * room / wanted) as usize).max(1);
+    }
+    Some(format!(
+        "the file limit ({file_limit}) cannot hold the connection bounds ({wanted} in all, plus \
+         {reserve} for the rest of the process): each port's bound was lowered in proportion"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize) -> PortLimits {
+        PortLimits {
+            max_connections: max,
+            first_byte_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            idle_timeout: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn at_the_bound_the_oldest_silent_connection_makes_room() {
+        let gate = Gate::new("test", limits(2));
+        let first = gate.admit().unwrap();
+        let second = gate.admit().unwrap();
+        let third = gate.admit().expect("a silent connection makes room");
+        // The first one was told to go: its wait for a first byte ends at once.
+        let (a, _b) = tokio::net::UnixStream::pair().unwrap();
+        assert_eq!(first.first_byte(&a).await, Err(Closed::Evicted));
+        drop(first);
+        assert_eq!(gate.open(), 2);
+        drop((second, third));
+        assert_eq!(gate.open(), 0);
+    }
+
+    #[tokio::test]
+    async fn at_the_bound_with_everyone_speaking_a_new_connection_is_refused() {
+        let gate = Gate::new("test", limits(1));
+        let ticket = gate.admit().unwrap();
+        let (a, mut b) = tokio::net::UnixStream::pair().unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut b, b"x")
+            .await
+            .unwrap();
+        assert_eq!(ticket.first_byte(&a).await, Ok(()));
+        assert!(gate.admit().is_none());
+        drop(ticket);
+        assert!(gate.admit().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_connection_times_out() {
+        let gate = Gate::new("test", limits(1));
+        let ticket = gate.admit().unwrap();
+        let (a, _b) = tokio::net::UnixStream::pair().unwrap();
+        assert_eq!(ticket.first_byte(&a).await, Err(Closed::Silent));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_without_requests_goes_idle_and_one_with_a_request_does_not() {
+        let l = PortLimits {
+            idle_timeout: Some(Duration::from_secs(4)),
+            ..limits(1)
+        };
+        let a = Arc::new(Activity::default());
+        assert_eq!(a.closing(&l).await, Closed::Idle);
+        let held = a.begin();
+        let watch = tokio::time::timeout(Duration::from_secs(60), a.closing(&l));
+        assert!(watch.await.is_err(), "a request in flight is not idleness");
+        drop(held);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocked_output_without_progress_is_a_stall() {
+        let l = PortLimits {
+            write_timeout: Duration::from_secs(2),
+            idle_timeout: None,
+            ..limits(1)
+        };
+        let a = Arc::new(Activity::default());
+        let _req = a.begin();
+        a.write_blocked.store(true, Relaxed);
+        assert_eq!(a.closing(&l).await, Closed::Stalled);
+    }
+
+    #[test]
+    fn bounds_shrink_in_proportion_to_fit_the_file_limit() {
+        let (mut a, mut b) = (3000, 1000);
+        assert!(fit_to_file_limit(&mut [&mut a, &mut b], 1 << 20, 256).is_none());
+        assert_eq!((a, b), (3000, 1000));
+        let warning = fit_to_file_limit(&mut [&mut a, &mut b], 1024, 224).unwrap();
+        assert_eq!((a, b), (600, 200));
+        assert!(warning.contains("1024"), "{warning}");
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_second_and_starts_over() {
+        let mut b = Backoff::default();
+        let waits: Vec<_> = (0..10).map(|_| b.next().as_millis()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        b.reset();
+        assert_eq!(b.next().as_millis(), 5);
+    }
+}
