@@ -25,7 +25,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ratelimit_core::{CounterStore, Increment, StoreError};
+use ratelimit_core::{CounterStore, Increment, MAX_HITS, StoreError};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -42,6 +42,10 @@ const ERR: &str = "memcache_error";
 const RELATIVE_TTL_MAX: u64 = 2_592_000;
 /// memcached's key length limit.
 pub const MAX_KEY_LEN: usize = 250;
+/// Counters stop growing here. memcached's `incr` wraps at 2^64 (back to a fresh quota), and
+/// increments are sized from a read taken before others land: with each at most
+/// [`MAX_HITS`], those that all read a counter below half the range cannot carry it round.
+const CEILING: u64 = 1 << 63;
 
 fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError::new(ERR, e.to_string())
@@ -548,7 +552,17 @@ impl CounterStore for MemcachedStore {
         for ((c, b), inc) in counts.iter_mut().zip(&before).zip(batch) {
             *c = b.saturating_add(inc.hits);
         }
-        let pending: Vec<Increment> = batch.iter().filter(|i| i.hits > 0).cloned().collect();
+        let pending: Vec<Increment> = batch
+            .iter()
+            .zip(&before)
+            .filter_map(|(inc, b)| {
+                let hits = inc.hits.min(MAX_HITS).min(CEILING.saturating_sub(*b));
+                (hits > 0).then(|| Increment {
+                    hits,
+                    ..inc.clone()
+                })
+            })
+            .collect();
         if !pending.is_empty() {
             let counter = self.pending.clone();
             counter.fetch_add(1, Ordering::AcqRel);

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use fred::interfaces::LuaInterface;
 use fred::prelude::*;
 use fred::types::config::{Server, TlsConfig, TlsHostMapping};
-use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
+use ratelimit_core::{CounterStore, Increment, MAX_HITS, StoreError, Unit};
 use tokio::sync::Semaphore;
 
 const ERR: &str = "redis_error";
@@ -411,12 +411,18 @@ impl Instance {
     /// both leave in one write; elsewhere (fred) the script, or the pair where scripts are
     /// refused.
     async fn count(&self, inc: &Increment) -> Result<i64, Error> {
-        match &self.mux {
+        let counted = match &self.mux {
             Some(mux) => incr_then_expire_mux(mux, inc).await,
             // fred's futures are kilobytes each; boxed, this future (moved and boxed once per
             // request) stays a few hundred bytes. At 29 KB it cost a 29 KB malloc and memcpy
             // per decision (perf: a fifth of the server's time on Redis).
             None => Box::pin(self.count_fred(inc)).await,
+        };
+        match counted {
+            // Redis refuses an INCRBY past the top of its integers and leaves the counter
+            // as it was: the counter is saturated, not broken (EXPIRE still ran).
+            Err(e) if overflowed(e.details()) => Ok(i64::MAX),
+            r => r,
         }
     }
 
@@ -461,7 +467,7 @@ impl Instance {
         let pipe = self.pool.next().pipeline();
         self.run(true, async {
             for inc in items {
-                let hits = i64::try_from(inc.hits).unwrap_or(i64::MAX);
+                let [hits, _] = script_args(inc);
                 let _: () = pipe.decr_by(inc.key.as_str(), hits).await?;
             }
             let _: Vec<Value> = pipe.all().await?;
@@ -472,17 +478,30 @@ impl Instance {
 }
 
 /// How the store counts one descriptor: upstream's `INCRBY` + `EXPIRE` as one script, which
-/// returns the count after the increment.
-pub const INCR_EXPIRE: &str = "local n = redis.call('INCRBY', KEYS[1], ARGV[1]) \
-                           redis.call('EXPIRE', KEYS[1], ARGV[2]) return n";
+/// returns the count after the increment. Like the pipelined pair, `EXPIRE` runs even when
+/// `INCRBY` is refused, and the refusal is the reply. Lua holds the count in a double, which
+/// past 2^53 may round up to 2^63 and come back as a negative integer: the reply stops at
+/// 2^53, exact and over any limit.
+pub const INCR_EXPIRE: &str = "local n = redis.pcall('INCRBY', KEYS[1], ARGV[1]) \
+                           redis.call('EXPIRE', KEYS[1], ARGV[2]) \
+                           if type(n) == 'number' and n > 9007199254740992 then \
+                           n = 9007199254740992 end return n";
 
 /// The script's SHA-1, by which it is called once Redis knows it (a test has Redis check
 /// it: `SCRIPT LOAD` answers the same digest).
-pub const INCR_EXPIRE_SHA: &str = "287cb6bf0e4d68a40a2c6fb8db0c6a957bc3f3b8";
+pub const INCR_EXPIRE_SHA: &str = "704ebbc201c7cebb07609dab16768ed59a66a6be";
 
-/// `ARGV` of the script: the hits and the TTL (Redis integers are signed).
+/// `ARGV` of the script: the hits and the TTL (Redis integers are signed). Hits stop at
+/// [`MAX_HITS`], so that even a caller other than the limiter leaves a counter that can be
+/// counted on (one addend of `i64::MAX` would leave it at the top).
 fn script_args(inc: &Increment) -> [i64; 2] {
-    [inc.hits, inc.ttl_seconds].map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+    let ttl = i64::try_from(inc.ttl_seconds).unwrap_or(i64::MAX);
+    [inc.hits.min(MAX_HITS) as i64, ttl]
+}
+
+/// Whether an error answer is Redis refusing an increment past `i64::MAX`.
+fn overflowed(message: &str) -> bool {
+    message.contains("increment or decrement would overflow")
 }
 
 /// Whether an error answer says the script was not run because scripting is unavailable:

@@ -7,4 +7,5 @@ mod conformance;
 mod fault;
 mod memcached;
 mod redis_keys;
+mod saturation;
 mod servers;

@@ -32,7 +32,7 @@ pub use config::{ConfigError, ConfigErrorKind, Document, parse_document};
 pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
 pub use rules::RuleSet;
 pub use stats::Stats;
-pub use store::{CounterStore, Increment, StoreError};
+pub use store::{CounterStore, Increment, MAX_HITS, StoreError};
 pub use types::{
     Code, CurrentLimit, Descriptor, DescriptorStatus, Entry, Header, LimitOverride, Request,
     Response, Statuses, StatusesIntoIter,

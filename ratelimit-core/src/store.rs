@@ -7,12 +7,19 @@ use async_trait::async_trait;
 
 use crate::unit::Unit;
 
+/// The most hits the limiter adds to a counter in one increment: one more than the largest
+/// limit (limits are `u32`), so one such increment is over any limit and a larger one
+/// would decide nothing differently. A counter grows from it only by many increments,
+/// which leaves every store room below its integer's top (Redis counts in `i64`).
+pub const MAX_HITS: u64 = u32::MAX as u64 + 1;
+
 /// One counter to increment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Increment {
     /// The cache key (upstream's format, prefix included).
     pub key: String,
-    /// Hits to add; 0 reads the counter without changing it.
+    /// Hits to add; 0 reads the counter without changing it. At most [`MAX_HITS`] from the
+    /// limiter; a store still takes any value without wrapping its counter.
     pub hits: u64,
     /// The window of the limit; stores may route by it (e.g. a per-second instance).
     pub unit: Unit,
@@ -43,6 +50,10 @@ impl StoreError {
 
 /// A shared counter store: increments a batch of keys and reports the values after the
 /// increment. The store owns atomicity and expiry; everything else is decided in this crate.
+///
+/// Counters saturate: a counter near the top of the store's integer stays there (or as high
+/// as it got) instead of wrapping or failing, and is reported as at least that high. Any
+/// count above `u32::MAX` is over every limit, so no decision depends on where it stops.
 #[async_trait]
 pub trait CounterStore: Send + Sync {
     /// Adds each increment's hits to its key (creating it with the TTL when absent) and

@@ -1,6 +1,7 @@
 //! Plain request and response types: the shape of `envoy.service.ratelimit.v3` without
 //! any protobuf or gRPC dependency, so embedding needs neither.
 
+use crate::store::MAX_HITS;
 use crate::unit::Unit;
 
 /// One `(key, value)` pair of a descriptor. Keys and values are case-sensitive.
@@ -92,10 +93,12 @@ impl Request {
     }
 
     /// Hits counted for descriptor `i` (upstream's rule: the descriptor's own wrapper when
-    /// present, even 0, else the request's, at least 1).
+    /// present, even 0, else the request's, at least 1), at most [`MAX_HITS`]: more would
+    /// decide nothing differently, and would overflow stores' counters and the statistics.
     #[inline]
     pub fn hits_for(&self, d: &Descriptor) -> u64 {
-        d.hits_addend.unwrap_or(u64::from(self.hits_addend.max(1)))
+        d.hits_addend
+            .map_or(u64::from(self.hits_addend.max(1)), |h| h.min(MAX_HITS))
     }
 }
 

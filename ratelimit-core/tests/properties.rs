@@ -79,6 +79,28 @@ proptest! {
         prop_assert_eq!(total(&bulk_stats, "over_limit"), total(&single_stats, "over_limit"));
     }
 
+    /// Any addend, up to `u64::MAX`, keeps the counter and the statistics running totals:
+    /// they never go down (wrap), and once over the limit a descriptor stays over.
+    #[test]
+    fn huge_hits_saturate_counts_and_statistics(
+        hits in proptest::collection::vec(prop_oneof![0u64..8, any::<u64>(), Just(u64::MAX)], 1..20)
+    ) {
+        let (l, _clock, stats) = limiter(6_000);
+        let total = |stat: &str| stats.snapshot()[&format!("ratelimit.service.rate_limit.p.k.{stat}")];
+        let (mut last_total, mut last_over, mut was_over) = (0, 0, false);
+        for h in hits {
+            let r = block_on(l.should_rate_limit(&req("k", "v", Some(h)))).unwrap();
+            if was_over {
+                prop_assert_eq!(r.overall_code, Code::OverLimit);
+            }
+            was_over |= r.overall_code == Code::OverLimit;
+            prop_assert!(total("total_hits") >= last_total, "total_hits went down after {}", h);
+            prop_assert!(total("over_limit") >= last_over, "over_limit went down after {}", h);
+            last_total = total("total_hits");
+            last_over = total("over_limit");
+        }
+    }
+
     /// A new window starts from zero: after the clock passes the window, the first hit
     /// leaves limit - 1.
     #[test]

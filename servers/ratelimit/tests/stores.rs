@@ -187,3 +187,53 @@ fn memcache_nodes_from_srv() {
     let other = REQ.replace("alice", "bob");
     assert_eq!(post_json(srv.http, &other).status, 200);
 }
+
+/// A huge `hits_addend` over gRPC answers OVER_LIMIT on the shared stores, and so does every
+/// later call in the window: the counter it leaves is neither one Redis refuses to count on
+/// nor one memcached wraps back to a fresh quota.
+#[tokio::test]
+async fn huge_hits_addend_saturates_shared_counters() {
+    use crate::grpc_face::{call, channel};
+    use ratelimit_core::{Code, Descriptor, Request};
+
+    let redis = servers::redis();
+    let mc = servers::memcached();
+    let redis_url = format!("127.0.0.1:{}", redis.port);
+    let mc_host = format!("127.0.0.1:{}", mc.port);
+    let stores: [&[(&str, &str)]; 2] = [
+        &[
+            ("BACKEND_TYPE", "redis"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", redis_url.as_str()),
+        ],
+        &[
+            ("BACKEND_TYPE", "memcache"),
+            ("MEMCACHE_HOST_PORT", mc_host.as_str()),
+        ],
+    ];
+    for env in stores {
+        let srv = start(&[("rl.yaml", RULES)], env);
+        let ch = channel(&srv.grpc).await;
+        for huge in [u64::MAX, i64::MAX as u64 + 1] {
+            let value = format!("huge{huge}");
+            let mut codes = Vec::new();
+            for hits in [Some(huge), None, None, Some(0), Some(huge), None] {
+                let mut d = Descriptor::new([("api_key", value.as_str())]);
+                d.hits_addend = hits;
+                let r = call(&ch, &Request::new("rl", vec![d]))
+                    .await
+                    .unwrap_or_else(|e| panic!("{env:?}: {hits:?} hits after {huge}: {e}"));
+                codes.push(r.overall_code);
+                // Memcached counts after answering; let each increment land.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert_eq!(codes, [Code::OverLimit; 6], "{env:?}: after {huge}");
+        }
+    }
+    let keys = servers::redis_cli(redis.port, &["KEYS", "rl_api_key_huge*"]);
+    assert_eq!(keys.lines().count(), 2, "{keys}");
+    for key in keys.lines() {
+        let reply = servers::redis_cli(redis.port, &["INCRBY", key, "1"]);
+        assert!(reply.parse::<i64>().is_ok(), "INCRBY {key}: {reply}");
+    }
+}
