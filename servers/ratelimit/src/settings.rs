@@ -125,6 +125,8 @@ pub struct Settings {
     pub http_read_timeout: Duration,
     /// `STATS_DYNAMIC_CAP`: bound on stats named from request values.
     pub stats_dynamic_cap: u64,
+    /// `STATS_DYNAMIC_BYTES`: byte budget of those stats (names plus bookkeeping).
+    pub stats_dynamic_bytes: u64,
     /// The limiter's switches (`CACHE_KEY_PREFIX`, `NEAR_LIMIT_RATIO`, ...).
     pub limiter: LimiterSettings,
     /// `REDIS_*`: the main Redis instance.
@@ -758,6 +760,11 @@ impl Settings {
             http_max_body_bytes: env.number("HTTP_MAX_BODY_BYTES", 1 << 20, "a number of bytes")?,
             http_read_timeout: env.duration("HTTP_READ_TIMEOUT", Duration::from_secs(30))?,
             stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
+            stats_dynamic_bytes: env.number(
+                "STATS_DYNAMIC_BYTES",
+                ratelimit_core::stats::DEFAULT_DYNAMIC_STATS_BYTES,
+                "a number of bytes",
+            )?,
             limiter,
             redis,
             redis_per_second,
