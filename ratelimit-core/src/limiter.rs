@@ -353,8 +353,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     }
 
     /// Installs new rules atomically; requests in flight finish on the rules they started with.
+    /// The statistics of rules the new set lacks are retired (see
+    /// [`Stats::retire_rules_except`]).
     pub fn set_rules(&self, rules: RuleSet) {
-        self.rules.store(Some(Arc::new(rules)));
+        let rules = Arc::new(rules);
+        self.rules.store(Some(rules.clone()));
+        self.stats
+            .retire_rules_except(rules.rules().iter().map(|r| &r.stats));
         self.stats.config_load_success.fetch_add(1, Relaxed);
     }
 

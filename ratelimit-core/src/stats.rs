@@ -3,13 +3,18 @@
 //! Counters are atomics reached through an `Arc` that the compiled rule holds, so the hot
 //! path adds to them without formatting a name or taking a lock. Only stats whose names come
 //! from request values (overrides, `detailed_metric`, `value_to_metric`, unknown domains) go
-//! through the registry map, and that map is capped: upstream grows without bound there.
+//! through the registry map, and that map is bounded in entries and bytes: upstream grows
+//! without bound there. Rules removed by a reload leave the registry after a last flush.
+
+pub mod dynamic;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
 
 use hashbrown::HashMap;
+
+use dynamic::{Dynamic, Registry};
 
 /// Prefix of every per-rule statistic.
 pub const RULE_PREFIX: &str = "ratelimit.service.rate_limit.";
@@ -154,21 +159,21 @@ fn ipv4_len(s: &[u8]) -> Option<usize> {
     Some(pos)
 }
 
-#[derive(Debug, Clone)]
-enum Dynamic {
-    Rule(Arc<RuleStats>),
-    Counter(Arc<AtomicU64>),
-}
-
 /// The process-wide statistics of a limiter: per-rule counters and named counters.
+///
+/// Rule counters are kept by stat key, so a rule that survives a reload keeps counting where
+/// it was. A reload retires the keys its rules no longer use ([`Stats::retire_rules_except`]);
+/// a registry serves the rules of one limiter.
 #[derive(Debug)]
 pub struct Stats {
     rules: RwLock<HashMap<String, Arc<RuleStats>>>,
+    retired: Mutex<Retired>,
+    /// Whether retired rules wait for a sink's final flush (see [`Stats::hold_retired`]).
+    hold_retired: AtomicBool,
     counters: RwLock<HashMap<String, Arc<AtomicU64>>>,
     /// Stats named from request values, kept apart so that only they are evicted.
-    dynamic: RwLock<HashMap<String, Dynamic>>,
+    dynamic: RwLock<Registry>,
     dynamic_entries: AtomicU64,
-    dynamic_cap: u64,
     dropped: AtomicU64,
     /// `ratelimit.service.global_shadow_mode`.
     pub global_shadow_mode: Arc<AtomicU64>,
@@ -180,8 +185,24 @@ pub struct Stats {
     pub service_error: Arc<AtomicU64>,
 }
 
+/// Rule counters that a reload removed, each with the number of the retirement, waiting
+/// for the flush that reports their last values.
+#[derive(Debug, Default)]
+struct Retired {
+    last: u64,
+    rules: HashMap<String, (u64, Arc<RuleStats>)>,
+}
+
+/// Which retirements a snapshot included: [`Stats::release_flushed`] drops those and no later
+/// ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushMark(u64);
+
 /// Default cap on statistics created from request values.
 pub const DEFAULT_DYNAMIC_STATS_CAP: u64 = 10_000;
+
+/// Default byte budget of statistics created from request values (names plus bookkeeping).
+pub const DEFAULT_DYNAMIC_STATS_BYTES: u64 = 8 << 20;
 
 impl Default for Stats {
     fn default() -> Self {
@@ -190,9 +211,18 @@ impl Default for Stats {
 }
 
 impl Stats {
-    /// A registry that keeps at most `cap` statistics named from request values; hits for
-    /// further names are counted in `ratelimit.service.stats_dropped` instead.
+    /// A registry that keeps at most `cap` statistics named from request values (within the
+    /// default byte budget); further names evict others, counted in
+    /// `ratelimit.service.stats_dropped`.
     pub fn with_dynamic_cap(cap: u64) -> Self {
+        Stats::with_dynamic_bounds(cap, DEFAULT_DYNAMIC_STATS_BYTES)
+    }
+
+    /// Like [`Stats::with_dynamic_cap`], with a byte budget too: names plus
+    /// [`dynamic::ENTRY_OVERHEAD`] each stay under `bytes`, and a name longer than
+    /// 1/[`dynamic::NAME_SHARE`] of it is not kept at all (its hits are not counted; the
+    /// refusal is counted in `stats_dropped`).
+    pub fn with_dynamic_bounds(cap: u64, bytes: u64) -> Self {
         let counters: RwLock<HashMap<String, Arc<AtomicU64>>> = RwLock::default();
         let named = |name: &str| {
             let c = Arc::new(AtomicU64::new(0));
@@ -208,16 +238,18 @@ impl Stats {
             config_load_error: named("ratelimit.service.config_load_error"),
             service_error: named("ratelimit.service.call.should_rate_limit.service_error"),
             rules: RwLock::default(),
+            retired: Mutex::default(),
+            hold_retired: AtomicBool::new(false),
             counters,
-            dynamic: RwLock::default(),
+            dynamic: RwLock::new(Registry::new(cap, bytes)),
             dynamic_entries: AtomicU64::new(0),
-            dynamic_cap: cap,
             dropped: AtomicU64::new(0),
         }
     }
 
     /// Counters of the rule with stats key `key` (e.g. `domain.key_value`), created on
     /// first use. Rules from configuration use this; their number is bounded by the config.
+    /// A key retired by a reload and not yet flushed comes back with its counts.
     pub fn rule(&self, key: &str) -> Arc<RuleStats> {
         if let Some(s) = self
             .rules
@@ -227,18 +259,67 @@ impl Stats {
         {
             return s.clone();
         }
-        self.rules
-            .write()
+        let mut rules = self.rules.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = rules.get(key) {
+            return s.clone();
+        }
+        let s = self
+            .retired
+            .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(key.to_owned())
-            .or_default()
-            .clone()
+            .rules
+            .remove(key)
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        rules.insert(key.to_owned(), s.clone());
+        s
     }
 
-    /// Like [`Stats::rule`] for keys built from request values. Once `cap` such stats
-    /// exist, an arbitrary one is evicted to make room (its counts are lost; the eviction is
-    /// counted in `ratelimit.service.stats_dropped`). Keys that are also configured rules
-    /// resolve to the rule's counters.
+    /// Retires the rule counters that none of `live` (the counters of the rules now in
+    /// force) is: they leave the registry, after one more flush when a sink holds them
+    /// ([`Stats::hold_retired`]), at once otherwise. Without this, every rule ever loaded
+    /// would stay in every snapshot.
+    pub fn retire_rules_except<'a>(&self, live: impl IntoIterator<Item = &'a Arc<RuleStats>>) {
+        let live: hashbrown::HashSet<*const RuleStats> =
+            live.into_iter().map(Arc::as_ptr).collect();
+        let mut rules = self.rules.write().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<(String, Arc<RuleStats>)> = rules
+            .extract_if(|_, s| !live.contains(&Arc::as_ptr(s)))
+            .collect();
+        if rules.capacity() > 2 * rules.len() + 16 {
+            rules.shrink_to_fit();
+        }
+        if gone.is_empty() || !self.hold_retired.load(Relaxed) {
+            return;
+        }
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired.last += 1;
+        let n = retired.last;
+        retired
+            .rules
+            .extend(gone.into_iter().map(|(k, s)| (k, (n, s))));
+    }
+
+    /// Makes retired rule counters wait for [`Stats::release_flushed`] instead of leaving at
+    /// once: a push sink turns this on so that a removed rule's last counts are sent.
+    pub fn hold_retired(&self, hold: bool) {
+        self.hold_retired.store(hold, Relaxed);
+    }
+
+    /// Drops the retired rule counters that the snapshot marked `mark` reported.
+    pub fn release_flushed(&self, mark: FlushMark) {
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired.rules.retain(|_, (n, _)| *n > mark.0);
+        if retired.rules.capacity() > 2 * retired.rules.len() + 16 {
+            retired.rules.shrink_to_fit();
+        }
+    }
+
+    /// Like [`Stats::rule`] for keys built from request values, within the registry's
+    /// bounds: at either bound an arbitrary such stat is evicted to make room (its counts
+    /// are lost; the eviction is counted in `ratelimit.service.stats_dropped`). Keys that
+    /// are also configured rules resolve to the rule's counters. `None` when the name is
+    /// taken by a counter or too long to keep.
     pub fn dynamic_rule(&self, key: &str) -> Option<Arc<RuleStats>> {
         if let Some(s) = self
             .rules
@@ -248,37 +329,28 @@ impl Stats {
         {
             return Some(s.clone());
         }
-        match self.dynamic(key, || Dynamic::Rule(Arc::default())) {
+        match self.dynamic(key, || Dynamic::Rule(Arc::default()))? {
             Dynamic::Rule(r) => Some(r),
             // The name is taken by a counter; there is nothing sensible to add to.
             Dynamic::Counter(_) => None,
         }
     }
 
-    /// The dynamic stat named `key`, created (evicting another at the cap) when missing.
-    fn dynamic(&self, key: &str, make: impl FnOnce() -> Dynamic) -> Dynamic {
+    /// The dynamic stat named `key`, created (evicting others at the bounds) when missing.
+    fn dynamic(&self, key: &str, make: impl FnOnce() -> Dynamic) -> Option<Dynamic> {
         if let Some(d) = self
             .dynamic
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
         {
-            return d.clone();
+            return Some(d.clone());
         }
         let mut map = self.dynamic.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(d) = map.get(key) {
-            return d.clone();
+        let (d, dropped) = map.get_or_insert(key, make);
+        if dropped.0 > 0 {
+            self.dropped.fetch_add(dropped.0, Relaxed);
         }
-        while map.len() as u64 >= self.dynamic_cap.max(1) {
-            // hashbrown's iteration order is effectively random: a cheap random eviction.
-            let Some(victim) = map.keys().next().cloned() else {
-                break;
-            };
-            map.remove(&victim);
-            self.dropped.fetch_add(1, Relaxed);
-        }
-        let d = make();
-        map.insert(key.to_owned(), d.clone());
         self.dynamic_entries.store(map.len() as u64, Relaxed);
         d
     }
@@ -302,7 +374,7 @@ impl Stats {
             .clone()
     }
 
-    /// Adds `n` to a counter whose name comes from request values, within the cap.
+    /// Adds `n` to a counter whose name comes from request values, within the bounds.
     pub fn dynamic_counter_add(&self, name: &str, n: u64) {
         if let Some(c) = self
             .counters
@@ -313,18 +385,33 @@ impl Stats {
             c.fetch_add(n, Relaxed);
             return;
         }
-        if let Dynamic::Counter(c) = self.dynamic(name, || Dynamic::Counter(Arc::default())) {
+        if let Some(Dynamic::Counter(c)) = self.dynamic(name, || Dynamic::Counter(Arc::default())) {
             c.fetch_add(n, Relaxed);
         }
     }
 
-    /// Number of stats created from request values so far.
+    /// Number of stats created from request values held now.
     pub fn dynamic_entries(&self) -> u64 {
         self.dynamic_entries.load(Relaxed)
     }
 
-    /// Every statistic with its full name and current value, sorted by name.
+    /// Bytes charged to the stats created from request values held now.
+    pub fn dynamic_bytes(&self) -> usize {
+        self.dynamic
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .bytes()
+    }
+
+    /// Every statistic with its full name and current value, sorted by name; retired rules
+    /// still waiting for their final flush included.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.snapshot_for_flush().0
+    }
+
+    /// [`Stats::snapshot`], and the mark to pass to [`Stats::release_flushed`] once the
+    /// values are sent.
+    pub fn snapshot_for_flush(&self) -> (BTreeMap<String, u64>, FlushMark) {
         let mut out = BTreeMap::new();
         for (k, c) in self
             .counters
@@ -342,6 +429,14 @@ impl Stats {
         for (k, s) in self.rules.read().unwrap_or_else(|e| e.into_inner()).iter() {
             rule_fields(&mut out, k, s);
         }
+        // Read after the live rules: a rule retired meanwhile is in one of the two reads.
+        let mark = {
+            let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            for (k, (_, s)) in &retired.rules {
+                rule_fields(&mut out, k, s);
+            }
+            FlushMark(retired.last)
+        };
         for (k, d) in self
             .dynamic
             .read()
@@ -359,7 +454,7 @@ impl Stats {
             "ratelimit.service.stats_dropped".to_owned(),
             self.dropped.load(Relaxed),
         );
-        out
+        (out, mark)
     }
 }
 
@@ -407,5 +502,82 @@ mod tests {
             s.dynamic_rule(&format!("d.z_{i}"));
         }
         assert!(Arc::ptr_eq(&r, &s.rule("d.configured")));
+    }
+
+    fn hit(s: &RuleStats) {
+        s.add(&StatDelta {
+            total_hits: 1,
+            within_limit: 1,
+            ..StatDelta::default()
+        });
+    }
+
+    const GONE: &str = "ratelimit.service.rate_limit.d.gone.total_hits";
+
+    #[test]
+    fn removed_rules_are_reported_until_their_final_flush() {
+        let s = Stats::default();
+        s.hold_retired(true);
+        let keep = s.rule("d.keep");
+        hit(&keep);
+        hit(&s.rule("d.gone"));
+        s.retire_rules_except([&keep]);
+        let (snap, mark) = s.snapshot_for_flush();
+        assert_eq!(snap[GONE], 1);
+        // Retired after that snapshot: waits for the next flush.
+        s.rule("d.later");
+        s.retire_rules_except([&keep]);
+        s.release_flushed(mark);
+        let snap = s.snapshot();
+        assert!(!snap.contains_key(GONE), "{snap:?}");
+        assert!(snap.contains_key("ratelimit.service.rate_limit.d.later.total_hits"));
+        // A rule that stays keeps its counters.
+        assert!(Arc::ptr_eq(&keep, &s.rule("d.keep")));
+        assert_eq!(snap["ratelimit.service.rate_limit.d.keep.total_hits"], 1);
+        let (_, mark) = s.snapshot_for_flush();
+        s.release_flushed(mark);
+        assert_eq!(s.snapshot().len(), 4 + 1 + 6);
+    }
+
+    #[test]
+    fn a_rule_back_before_the_flush_keeps_its_counts() {
+        let s = Stats::default();
+        s.hold_retired(true);
+        let gone = s.rule("d.gone");
+        hit(&gone);
+        s.retire_rules_except([]);
+        let back = s.rule("d.gone");
+        assert!(Arc::ptr_eq(&gone, &back));
+        let (_, mark) = s.snapshot_for_flush();
+        s.release_flushed(mark);
+        assert_eq!(s.snapshot()[GONE], 1);
+    }
+
+    #[test]
+    fn without_a_holding_sink_removed_rules_leave_at_once() {
+        let s = Stats::default();
+        hit(&s.rule("d.gone"));
+        s.retire_rules_except([]);
+        assert!(!s.snapshot().contains_key(GONE));
+        assert_eq!(s.rule("d.gone").total_hits(), 0);
+    }
+
+    #[test]
+    fn huge_request_values_hold_no_memory() {
+        let s = Stats::with_dynamic_bounds(10_000, 1 << 20);
+        let huge = "x".repeat(1 << 20);
+        for i in 0..50 {
+            s.dynamic_counter_add(&format!("{RULE_PREFIX}{i}{huge}.domain_not_found"), 1);
+            assert!(s.dynamic_rule(&format!("d.k_{i}{huge}")).is_none());
+        }
+        assert_eq!(s.dynamic_entries(), 0);
+        assert_eq!(s.dynamic_bytes(), 0);
+        assert_eq!(s.snapshot()["ratelimit.service.stats_dropped"], 100);
+        // Ordinary names still fit, within the byte budget.
+        for i in 0..100_000 {
+            s.dynamic_counter_add(&format!("{RULE_PREFIX}d{i}.domain_not_found"), 1);
+        }
+        assert!(s.dynamic_bytes() <= 1 << 20);
+        assert!(s.dynamic_entries() > 1_000);
     }
 }

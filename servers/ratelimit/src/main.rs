@@ -106,7 +106,10 @@ async fn run(settings: Settings) -> Result<(), String> {
         store
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let stats = Arc::new(Stats::with_dynamic_cap(settings.stats_dynamic_cap));
+    let stats = Arc::new(Stats::with_dynamic_bounds(
+        settings.stats_dynamic_cap,
+        settings.stats_dynamic_bytes,
+    ));
     let metrics = Arc::new(Metrics::new(stats.clone()));
     let limiter = Limiter::builder(store, clock)
         .settings(settings.limiter.clone())

@@ -138,6 +138,8 @@ pub struct Settings {
     pub request_limits: crate::limits::RequestLimits,
     /// `STATS_DYNAMIC_CAP`: bound on stats named from request values.
     pub stats_dynamic_cap: u64,
+    /// `STATS_DYNAMIC_BYTES`: byte budget of those stats (names plus bookkeeping).
+    pub stats_dynamic_bytes: u64,
     /// The limiter's switches (`CACHE_KEY_PREFIX`, `NEAR_LIMIT_RATIO`, ...).
     pub limiter: LimiterSettings,
     /// `REDIS_*`: the main Redis instance.
@@ -824,6 +826,11 @@ impl Settings {
                 )?,
             },
             stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
+            stats_dynamic_bytes: env.number(
+                "STATS_DYNAMIC_BYTES",
+                ratelimit_core::stats::DEFAULT_DYNAMIC_STATS_BYTES,
+                "a number of bytes",
+            )?,
             limiter,
             redis,
             redis_per_second,

@@ -13,6 +13,7 @@ mod observability;
 mod rules_files;
 mod rules_util;
 mod rules_xds;
+mod stats_retention;
 mod stores;
 // The store launchers of ratelimit-backends' tests, shared rather than copied.
 #[path = "../../../ratelimit-backends/tests/servers.rs"]

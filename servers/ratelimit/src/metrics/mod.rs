@@ -12,6 +12,7 @@ pub mod statsd;
 use std::sync::{Arc, Mutex};
 
 use ratelimit_core::Stats;
+use ratelimit_core::stats::FlushMark;
 
 use histogram::{Histogram, HistogramSnapshot};
 
@@ -60,9 +61,14 @@ impl Metrics {
 
     /// Every statistic with its statsd-style name, sorted by name.
     pub fn collect(&self) -> Vec<(String, Value)> {
-        let mut out: Vec<(String, Value)> = self
-            .stats
-            .snapshot()
+        self.collect_for_flush().0
+    }
+
+    /// [`Metrics::collect`], and what to release once the values are sent
+    /// ([`Stats::release_flushed`]).
+    pub fn collect_for_flush(&self) -> (Vec<(String, Value)>, FlushMark) {
+        let (snapshot, mark) = self.stats.snapshot_for_flush();
+        let mut out: Vec<(String, Value)> = snapshot
             .into_iter()
             .map(|(k, v)| (k, Value::Counter(v)))
             .collect();
@@ -76,7 +82,7 @@ impl Metrics {
             Value::Timer(self.response_time.snapshot()),
         ));
         out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        (out, mark)
     }
 }
 

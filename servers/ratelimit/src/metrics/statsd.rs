@@ -137,7 +137,8 @@ pub fn render(
     lines
 }
 
-/// Flushes every `interval` until `shutdown` flips (and once more then).
+/// Flushes every `interval` until `shutdown` flips (and once more then). Rules removed by a
+/// reload are reported by the next flush, then forgotten.
 pub async fn run(
     metrics: Arc<Metrics>,
     flavor: Flavor,
@@ -148,6 +149,7 @@ pub async fn run(
 ) {
     let mut prev: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
     let mut tcp: Option<tokio::net::TcpStream> = None;
+    metrics.stats.hold_retired(true);
     let udp = match (&flavor, target) {
         (Flavor::Dog(_), Some(_)) => tokio::net::UdpSocket::bind("0.0.0.0:0").await.ok(),
         _ => None,
@@ -157,7 +159,7 @@ pub async fn run(
             _ = tokio::time::sleep(interval) => false,
             _ = shutdown.changed() => true,
         };
-        let now = metrics.collect();
+        let (now, flushed) = metrics.collect_for_flush();
         let lines = render(&flavor, &now, &prev, &extra_tags);
         prev = now.into_iter().collect();
         if !lines.is_empty() {
@@ -217,6 +219,9 @@ pub async fn run(
                 }
             }
         }
+        // Released even when the daemon was away: a removed rule's last counts are lost
+        // then, like every other count of that flush.
+        metrics.stats.release_flushed(flushed);
         if stop {
             return;
         }
