@@ -72,6 +72,7 @@ pub async fn main_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
 }
 
 async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    let parent = crate::tracing::SpanParent::from_headers(&app.settings.tracing, req.headers());
     let max = app.settings.http_max_body_bytes;
     let read = tokio::time::timeout(
         app.settings.http_read_timeout,
@@ -95,7 +96,7 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
     };
     let decision = app.limiter.should_rate_limit(&request);
     let decision = crate::tracing::in_span(
-        app.settings.tracing.enabled,
+        parent,
         "json",
         &request.domain,
         request.descriptors.len(),
