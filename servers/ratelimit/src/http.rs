@@ -146,7 +146,7 @@ static PROFILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Drops what symbolizing a profile cached. pprof resolves a backtrace as it starts and the
 /// report's frames as it ends, and the `backtrace` crate keeps the parsed debug information
-/// of the binary (hundreds of MB for a release build with `debug = 1`) for the life of the
+/// of the binary (most of the ~300 MB a first profile used to keep) for the life of the
 /// process; a profile should not cost that forever. Dropped after the profiler stops, also
 /// when the client goes away mid-profile.
 struct SymbolCache;
@@ -199,15 +199,39 @@ async fn cpu_profile(query: Option<&str>) -> Resp {
         out
     })
     .await;
-    let (body, ctype) = match finished {
-        Ok(Ok(b)) => b,
-        Ok(Err(r)) => return r,
-        Err(_) => {
+    finished.unwrap_or_else(|_| {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot build the profile\n",
+        )
+    })
+}
+
+/// The profile as the answer: a flame graph, its text form, or why there is none.
+fn render_profile(guard: &pprof::ProfilerGuard<'static>, text_format: bool) -> Resp {
+    let Ok(report) = guard.report().build() else {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot build the profile\n",
+        );
+    };
+    let (body, ctype) = if text_format {
+        (
+            format!("{report:?}").into_bytes(),
+            "text/plain; charset=utf-8",
+        )
+    } else {
+        let mut svg = Vec::new();
+        if report.flamegraph(&mut svg).is_err() {
             return text(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot build the profile\n",
+                "cannot render the flame graph\n",
             );
         }
+        if svg.is_empty() {
+            return text(StatusCode::OK, "no CPU samples: the process was idle\n");
+        }
+        (svg, "image/svg+xml")
     };
     let mut r = Response::new(Full::new(Bytes::from(body)));
     r.headers_mut().insert(
@@ -215,39 +239,6 @@ async fn cpu_profile(query: Option<&str>) -> Resp {
         header::HeaderValue::from_static(ctype),
     );
     r
-}
-
-/// The profile's body and content type, or the answer explaining why there is none.
-fn render_profile(
-    guard: &pprof::ProfilerGuard<'static>,
-    text_format: bool,
-) -> Result<(Vec<u8>, &'static str), Resp> {
-    let Ok(report) = guard.report().build() else {
-        return Err(text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cannot build the profile\n",
-        ));
-    };
-    if text_format {
-        return Ok((
-            format!("{report:?}").into_bytes(),
-            "text/plain; charset=utf-8",
-        ));
-    }
-    let mut svg = Vec::new();
-    if report.flamegraph(&mut svg).is_err() {
-        return Err(text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cannot render the flame graph\n",
-        ));
-    }
-    if svg.is_empty() {
-        return Err(text(
-            StatusCode::OK,
-            "no CPU samples: the process was idle\n",
-        ));
-    }
-    Ok((svg, "image/svg+xml"))
 }
 
 /// Resident and peak memory from the kernel's view of this process.
