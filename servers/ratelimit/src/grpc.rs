@@ -73,13 +73,17 @@ impl RlsService {
             // What grpc-go answers for a message over its size limit.
             return Err(Status::resource_exhausted(e.to_string()));
         }
+        let parent = crate::tracing::SpanParent::from_headers(
+            &self.app.settings.tracing,
+            request.metadata().as_ref(),
+        );
         let req = convert::request_from_pb(request.into_inner()).map_err(|e| {
             self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
             Status::invalid_argument(e.0)
         })?;
         let decision = self.app.limiter.should_rate_limit(&req);
         let decision = crate::tracing::in_span(
-            self.app.settings.tracing.enabled,
+            parent,
             "ShouldRateLimit",
             &req.domain,
             req.descriptors.len(),

@@ -74,6 +74,7 @@ pub async fn main_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
 }
 
 async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
+    let parent = crate::tracing::SpanParent::from_headers(&app.settings.tracing, req.headers());
     let max = app.settings.http_max_body_bytes;
     let read = tokio::time::timeout(
         app.settings.http_read_timeout,
@@ -100,7 +101,7 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
     }
     let decision = app.limiter.should_rate_limit(&request);
     let decision = crate::tracing::in_span(
-        app.settings.tracing.enabled,
+        parent,
         "json",
         &request.domain,
         request.descriptors.len(),
@@ -148,6 +149,19 @@ const DEBUG_PATHS: [(&str, &str); 5] = [
 /// Only one CPU profile at a time: the profiler is process-wide.
 static PROFILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Drops what symbolizing a profile cached. pprof resolves a backtrace as it starts and the
+/// report's frames as it ends, and the `backtrace` crate keeps the parsed debug information
+/// of the binary (most of the ~300 MB a first profile used to keep) for the life of the
+/// process; a profile should not cost that forever. Dropped after the profiler stops, also
+/// when the client goes away mid-profile.
+struct SymbolCache;
+
+impl Drop for SymbolCache {
+    fn drop(&mut self) {
+        backtrace::clear_symbol_cache();
+    }
+}
+
 async fn cpu_profile(query: Option<&str>) -> Resp {
     let mut seconds = 10u64;
     let mut text_format = false;
@@ -161,19 +175,45 @@ async fn cpu_profile(query: Option<&str>) -> Resp {
             _ => {}
         }
     }
-    let Ok(_guard) = PROFILING.try_lock() else {
+    let Ok(lock) = PROFILING.try_lock() else {
         return text(StatusCode::CONFLICT, "a profile is already being taken\n");
     };
-    let guard = match pprof::ProfilerGuardBuilder::default().frequency(99).build() {
-        Ok(g) => g,
-        Err(_) => {
-            return text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot start the profiler\n",
-            );
-        }
+    // Starting loads the binary's debug information and stopping builds the report from
+    // it: seconds of CPU, kept off the runtime's threads.
+    let started = tokio::task::spawn_blocking(|| {
+        let cache = SymbolCache;
+        pprof::ProfilerGuardBuilder::default()
+            .frequency(99)
+            .build()
+            .map(|g| (cache, g))
+    })
+    .await;
+    let Ok(Ok((cache, guard))) = started else {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot start the profiler\n",
+        );
     };
     tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+    let finished = tokio::task::spawn_blocking(move || {
+        let out = render_profile(&guard, text_format);
+        // In this order: the profiler stops, the cache goes, then the next profile may start.
+        drop(guard);
+        drop(cache);
+        drop(lock);
+        out
+    })
+    .await;
+    finished.unwrap_or_else(|_| {
+        text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot build the profile\n",
+        )
+    })
+}
+
+/// The profile as the answer: a flame graph, its text form, or why there is none.
+fn render_profile(guard: &pprof::ProfilerGuard<'static>, text_format: bool) -> Resp {
     let Ok(report) = guard.report().build() else {
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -220,14 +260,20 @@ fn heap_figures() -> String {
         .collect()
 }
 
-/// The debug port: `/` (index), `/rlconfig`, `/stats`.
+/// The debug port: `/` (index), `/rlconfig`, `/stats`, and `/debug/pprof/*` unless
+/// `DEBUG_PPROF_ENABLED` is false.
 pub async fn debug_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
     }
+    let pprof = app.settings.debug_pprof_enabled;
+    if !pprof && req.uri().path().starts_with("/debug/pprof") {
+        return text(StatusCode::NOT_FOUND, "404 page not found\n");
+    }
     let body = match req.uri().path() {
         "/" => DEBUG_PATHS
             .iter()
+            .filter(|(p, _)| pprof || !p.starts_with("/debug/pprof"))
             .map(|(p, h)| format!("{p}: {h}\n"))
             .collect::<String>(),
         "/debug/pprof/" | "/debug/pprof" => DEBUG_PATHS

@@ -95,6 +95,8 @@ pub struct Settings {
     pub debug_host: String,
     /// `DEBUG_PORT`
     pub debug_port: u16,
+    /// `DEBUG_PPROF_ENABLED` (true): serve `/debug/pprof/*` on the debug port.
+    pub debug_pprof_enabled: bool,
     /// `BACKEND_TYPE`
     pub backend_type: BackendType,
     /// `CONFIG_TYPE`
@@ -791,6 +793,7 @@ impl Settings {
                 .duration("GRPC_MAX_CONNECTION_AGE_GRACE", Duration::from_secs(3600))?,
             debug_host: env.string("DEBUG_HOST", "0.0.0.0"),
             debug_port: env.number("DEBUG_PORT", 6070, "a port number")?,
+            debug_pprof_enabled: env.boolean("DEBUG_PPROF_ENABLED", true)?,
             backend_type,
             config_type,
             runtime_root: PathBuf::from(env.string("RUNTIME_ROOT", "/srv/runtime_data/current")),

@@ -1,16 +1,24 @@
 //! OTLP traces: one span per decision (domain, descriptor count, result) with a child span
 //! per store call, exported over OTLP/HTTP (protobuf) or OTLP/gRPC. The standard
 //! `OTEL_EXPORTER_OTLP_*` variables (endpoint, headers, timeout) are read by the exporter.
+//! A decision's span continues the caller's trace (W3C trace context, baggage, B3).
+
+pub mod b3;
 
 use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use opentelemetry::trace::{FutureExt, Span, SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{
+    FutureExt, Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer,
+};
 use opentelemetry::{Context, KeyValue, global};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SdkTracerProvider, ShouldSample};
 use ratelimit_core::{CounterStore, Increment, StoreError};
 
 const TRACER: &str = "ratelimit";
@@ -78,21 +86,103 @@ pub fn init(s: &TracingSettings) -> Result<SdkTracerProvider, String> {
     Ok(provider)
 }
 
-/// Runs `fut` inside a server span named `name` carrying `domain`; `ok` tells from the
-/// result whether the span ends in error. With tracing off (`enabled` false, upstream's
-/// `TRACING_ENABLED`) it just runs `fut`: even OpenTelemetry's no-op tracer cost each
-/// decision a look-up of the global provider, the domain copied into an attribute, and a
-/// context swapped in and out on every poll.
+/// What a decision's span hangs from: nothing at all with tracing off, else the caller's
+/// trace context (an empty one, so a root span, when the caller sent none that parses).
+pub struct SpanParent(Option<Context>);
+
+impl SpanParent {
+    /// Reads `traceparent`/`tracestate` and `baggage`, then B3 (the single `b3` header, else
+    /// the `X-B3-*` headers); a usable B3 context replaces a W3C one, as upstream's composite
+    /// propagator (trace context, baggage, B3, in that order) does. Baggage rides along in
+    /// the context and becomes no span attribute, as upstream's. With tracing off nothing
+    /// is read, so decisions pay nothing for this.
+    pub fn from_headers(s: &TracingSettings, headers: &http::HeaderMap) -> Self {
+        if !s.enabled {
+            return SpanParent(None);
+        }
+        let carrier = Headers(headers);
+        let cx = TraceContextPropagator::new().extract_with_context(&Context::new(), &carrier);
+        let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
+        let b3 = match carrier.get("b3") {
+            Some(v) => b3::parse_single(v),
+            None => None,
+        }
+        .or_else(|| {
+            b3::parse_multi(
+                carrier.get("x-b3-traceid"),
+                carrier.get("x-b3-spanid"),
+                carrier.get("x-b3-parentspanid"),
+                carrier.get("x-b3-sampled"),
+                carrier.get("x-b3-flags"),
+            )
+        });
+        let cx = match b3 {
+            Some(b) => cx.with_remote_span_context(b3_span_context(b, s.sampling_rate)),
+            None => cx,
+        };
+        SpanParent(Some(cx))
+    }
+}
+
+/// A B3 context as OpenTelemetry's. A deferred sampling decision is ours to make: the
+/// same trace id ratio our root spans get, so that the parent-based sampler then follows
+/// it.
+fn b3_span_context(b: b3::B3, sampling_rate: f64) -> SpanContext {
+    let trace_id = TraceId::from(b.trace_id);
+    let sampled = b.sampled.unwrap_or_else(|| {
+        let r = Sampler::TraceIdRatioBased(sampling_rate).should_sample(
+            None,
+            trace_id,
+            "",
+            &SpanKind::Server,
+            &[],
+            &[],
+        );
+        r.decision == SamplingDecision::RecordAndSample
+    });
+    let flags = if sampled {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    SpanContext::new(
+        trace_id,
+        SpanId::from(b.span_id),
+        flags,
+        true,
+        TraceState::NONE,
+    )
+}
+
+/// gRPC metadata and HTTP headers as a propagator's carrier; values that are not visible
+/// ASCII count as absent.
+struct Headers<'a>(&'a http::HeaderMap);
+
+impl Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// Runs `fut` inside a server span named `name` carrying `domain`, a child of `parent`;
+/// the result tells whether the span ends in error. With tracing off (`parent` from
+/// settings with upstream's `TRACING_ENABLED` false) it just runs `fut`: even
+/// OpenTelemetry's no-op tracer cost each decision a look-up of the global provider, the
+/// domain copied into an attribute, and a context swapped in and out on every poll.
 pub async fn in_span<T, E: std::fmt::Display>(
-    enabled: bool,
+    parent: SpanParent,
     name: &'static str,
     domain: &str,
     descriptors: usize,
     fut: impl Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
-    if !enabled {
+    let Some(parent) = parent.0 else {
         return fut.await;
-    }
+    };
     let tracer = global::tracer(TRACER);
     let span = tracer
         .span_builder(name)
@@ -101,8 +191,8 @@ pub async fn in_span<T, E: std::fmt::Display>(
             KeyValue::new("ratelimit.domain", domain.to_owned()),
             KeyValue::new("ratelimit.descriptors", descriptors as i64),
         ])
-        .start(&tracer);
-    let cx = Context::current_with_span(span);
+        .start_with_context(&tracer, &parent);
+    let cx = parent.with_span(span);
     let r = fut.with_context(cx.clone()).await;
     let span = cx.span();
     if let Err(e) = &r {

@@ -1,11 +1,14 @@
-//! Replays the committed `ratelimit_proto` cargo-fuzz corpus on stable: the same decoding
-//! and conversion the fuzz target runs, including its round-trip check.
+//! Replays the committed `ratelimit_proto` and `ratelimit_b3` cargo-fuzz corpora on stable:
+//! the same checks the fuzz targets run.
 
 use std::path::PathBuf;
 
 use prost::Message;
 use ratelimit_server::convert::{request_from_pb, request_to_pb};
 use ratelimit_server::pb::rls::RateLimitRequest;
+
+#[path = "../../../fuzz/harness/ratelimit_b3.rs"]
+mod b3_harness;
 
 #[test]
 fn proto_corpus_decodes_or_fails_cleanly() {
@@ -27,4 +30,18 @@ fn proto_corpus_decodes_or_fails_cleanly() {
     }
     assert!(seen >= 5, "corpus has {seen} files");
     assert!(converted >= 1, "the valid seeds still convert");
+}
+
+#[test]
+fn b3_corpus_parses_or_fails_cleanly() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ratelimit_b3");
+    let mut seen = 0;
+    let mut parsed = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        seen += 1;
+        parsed += usize::from(b3_harness::run(&bytes));
+    }
+    assert!(seen >= 5, "corpus has {seen} files");
+    assert!(parsed >= 1, "the valid seeds still parse");
 }

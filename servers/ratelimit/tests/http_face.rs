@@ -208,3 +208,40 @@ fn response_headers_and_shadow_mode_settings_apply() {
     );
     assert_eq!(headers[2]["key"], "RateLimit-Reset");
 }
+
+#[test]
+fn pprof_can_be_turned_off() {
+    let srv = start(&[("rl.yaml", RULES)], &[("DEBUG_PPROF_ENABLED", "false")]);
+    for path in [
+        "/debug/pprof/",
+        "/debug/pprof",
+        "/debug/pprof/heap",
+        "/debug/pprof/profile?seconds=1",
+    ] {
+        assert_eq!(request(srv.debug, "GET", path, b"").status, 404, "{path}");
+    }
+    let index = request(srv.debug, "GET", "/", b"").text();
+    assert!(!index.contains("pprof"), "{index}");
+    assert!(index.contains("/stats: "), "{index}");
+    assert_eq!(request(srv.debug, "GET", "/stats", b"").status, 200);
+}
+
+#[test]
+fn one_cpu_profile_at_a_time() {
+    let srv = start(&[("rl.yaml", RULES)], &[]);
+    let debug = srv.debug;
+    let first =
+        std::thread::spawn(move || request(debug, "GET", "/debug/pprof/profile?seconds=3", b""));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let second = request(srv.debug, "GET", "/debug/pprof/profile?seconds=1", b"");
+    assert_eq!(
+        (second.status, second.text().as_str()),
+        (409, "a profile is already being taken\n")
+    );
+    assert_eq!(first.join().unwrap().status, 200);
+    // Over: the next one may run.
+    assert_eq!(
+        request(srv.debug, "GET", "/debug/pprof/profile?seconds=1", b"").status,
+        200
+    );
+}
