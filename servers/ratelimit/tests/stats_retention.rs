@@ -178,6 +178,8 @@ fn huge_unknown_domain_names_pin_no_memory() {
         &[
             ("DISABLE_STATS", "true"),
             ("HTTP_MAX_BODY_BYTES", "4194304"),
+            // Past the request limit's default, so that the statistics' own bound is tested.
+            ("MAX_REQUEST_STRING_BYTES", "4194304"),
         ],
     );
     let filler = "x".repeat(1 << 20);
