@@ -10,10 +10,12 @@
 //! plain and block scalars, tags, anchors, flow and block indicators), so brackets inside a
 //! string or a comment do not count and brackets that the parser would see always do. Where
 //! the parser would stop with a syntax error, the pass stops too: the parser never reaches
-//! what follows. The depth it computes (open flow collections plus block indentation
-//! levels, an indentless sequence counting as one more) is never below the depth of the
-//! parsed value, so it may refuse a document only slightly deeper than the bound, never
-//! accept a deeper one. Aliases do not add depth here: `serde_yaml` bounds their expansion.
+//! what follows. The depth it computes is never below the depth of the parsed value: block
+//! indentation levels (an indentless sequence counts one more), open flow mappings, and
+//! twice the open flow sequences (an entry of one may be a single-pair mapping, `[a: b]`,
+//! which only a later `:` reveals). So it may refuse a document up to twice as deep as
+//! the bound, never accept a deeper one. Aliases do not add depth here: `serde_yaml` bounds
+//! their expansion.
 
 use std::fmt;
 
@@ -106,6 +108,8 @@ pub fn scan(text: &str, stop_above: usize) -> (usize, Option<usize>) {
         line: 1,
         col: 0,
         flow: 0,
+        flow_levels: Vec::new(),
+        flow_depth: 0,
         indents: Vec::new(),
         block_depth: 0,
         key: None,
@@ -133,7 +137,12 @@ struct Scanner<'a> {
     i: usize,
     line: usize,
     col: usize,
+    /// Open flow collections.
     flow: usize,
+    /// Levels each open flow collection stands for: a sequence 2, since any entry of it
+    /// may be a single-pair mapping (`[a: b]`), a mapping 1.
+    flow_levels: Vec<usize>,
+    flow_depth: usize,
     /// libyaml's indentation stack; it only changes outside flow collections.
     indents: Vec<Indent>,
     /// Levels the indentation stack stands for.
@@ -207,7 +216,7 @@ impl Scanner<'_> {
     }
 
     fn depth(&self) -> usize {
-        self.flow + self.block_depth
+        self.flow_depth + self.block_depth
     }
 
     fn note_depth(&mut self) -> bool {
@@ -342,17 +351,21 @@ impl Scanner<'_> {
             }
             b'[' | b'{' => {
                 self.save_key();
+                let levels = if c == b'[' { 2 } else { 1 };
                 self.flow += 1;
-                self.key_flow = self.key_flow.max(self.flow);
+                self.flow_levels.push(levels);
+                self.flow_depth += levels;
+                self.key_flow = self.key_flow.max(self.flow_depth);
                 self.key_allowed = true;
                 self.bump();
                 return self.note_depth();
             }
             b']' | b'}' => {
-                if self.flow == 0 {
-                    self.key = None;
-                } else {
+                if let Some(levels) = self.flow_levels.pop() {
                     self.flow -= 1;
+                    self.flow_depth -= levels;
+                } else {
+                    self.key = None;
                 }
                 self.key_allowed = false;
                 self.bump();
@@ -376,12 +389,15 @@ impl Scanner<'_> {
             b'?' | b':' if self.flow > 0 || self.is_blankz(1) => {
                 self.bump();
                 if self.flow == 0 {
-                    self.key_allowed = true;
                     return match self.key.take() {
                         Some((line, key_col)) if c == b':' && line == self.line => {
+                            self.key_allowed = false;
                             self.roll(key_col, true) && self.note(self.block_depth + self.key_flow)
                         }
-                        _ => self.roll(col, true),
+                        _ => {
+                            self.key_allowed = true;
+                            self.roll(col, true)
+                        }
                     };
                 }
                 self.key_allowed = false;
@@ -660,16 +676,23 @@ mod tests {
         assert_eq!(depth(""), 0);
         assert_eq!(depth("a"), 0);
         assert_eq!(depth("a: 1"), 1);
-        assert_eq!(depth("a: [[1]]"), 3);
-        assert_eq!(depth("a:\n  b:\n    c: {d: [1]}\n"), 5);
+        assert_eq!(depth("a: [[1]]"), 5);
+        assert_eq!(depth("a: {b: {c: 1}}"), 3);
+        assert_eq!(depth("a:\n  b:\n    c: {d: [1]}\n"), 6);
+        // The single-pair mapping that holds `a`.
+        assert_eq!(depth("[a: b]"), 2);
         assert_eq!(depth("- - - a\n"), 3);
         // An indentless sequence is a level of its own.
         assert_eq!(depth("a:\n- b: 1\n"), 3);
         // The mapping opens around a flow key.
-        assert_eq!(depth("[[a]]: b\n"), 3);
-        assert_eq!(depth("- {a: [b]}: c\n"), 4);
+        assert_eq!(depth("[[a]]: b\n"), 5);
+        assert_eq!(depth("- {a: [b]}: c\n"), 5);
         let rule = "domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1}\n";
         assert_eq!(depth(rule), 6);
+        assert_eq!(
+            depth("domain: d\ndescriptors: [{key: a, descriptors: [{key: b}]}]\n"),
+            7
+        );
     }
 
     #[test]
@@ -718,8 +741,8 @@ mod tests {
             max_bytes: 100,
             max_depth: 4,
         };
-        assert_eq!(check("a: [[[1]]]\n", &limits), Ok(()));
-        let e = check("a: 1\nb: [[[[1]]]]\n", &limits).unwrap_err();
+        assert_eq!(check("a: {b: {c: 1}}\n", &limits), Ok(()));
+        let e = check("a: 1\nb: {c: {d: {e: {f: 1}}}}\n", &limits).unwrap_err();
         assert_eq!(e, Exceeded::Depth { max: 4, line: 2 });
         assert_eq!(
             e.to_string(),
@@ -745,7 +768,7 @@ mod tests {
             Err(Exceeded::Depth { max: 64, line: 1 })
         ));
         // Unbounded, the pass still takes one step per byte.
-        assert_eq!(scan(&text, usize::MAX).0, 100_001);
+        assert_eq!(scan(&text, usize::MAX).0, 200_001);
         assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }
 }
