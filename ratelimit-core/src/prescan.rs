@@ -83,13 +83,24 @@ impl fmt::Display for Exceeded {
 
 /// Checks `text` against `limits` in time linear in its length.
 pub fn check(text: &str, limits: &Limits) -> Result<(), Exceeded> {
+    check_as(text, limits, false)
+}
+
+/// Like [`check`], but reads on past the syntax errors that stop libyaml, for a parser that
+/// accepts more (`saphyr-parser` takes tab indentation, for one). It counts as libyaml would
+/// have if it went on, which is a guess, but a linear one.
+pub fn check_tolerant(text: &str, limits: &Limits) -> Result<(), Exceeded> {
+    check_as(text, limits, true)
+}
+
+fn check_as(text: &str, limits: &Limits, tolerant: bool) -> Result<(), Exceeded> {
     if text.len() > limits.max_bytes {
         return Err(Exceeded::Size {
             bytes: text.len(),
             max: limits.max_bytes,
         });
     }
-    let (_, over) = scan(text, limits.max_depth);
+    let (_, over) = scan_as(text, limits.max_depth, tolerant);
     match over {
         Some(line) => Err(Exceeded::Depth {
             max: limits.max_depth,
@@ -102,7 +113,12 @@ pub fn check(text: &str, limits: &Limits) -> Result<(), Exceeded> {
 /// The deepest nesting of `text` as the pass counts it, stopping as soon as it goes past
 /// `stop_above` (then also the 1-based line where it did).
 pub fn scan(text: &str, stop_above: usize) -> (usize, Option<usize>) {
+    scan_as(text, stop_above, false)
+}
+
+fn scan_as(text: &str, stop_above: usize, tolerant: bool) -> (usize, Option<usize>) {
     let mut s = Scanner {
+        tolerant,
         b: text.as_bytes(),
         i: 0,
         line: 1,
@@ -155,6 +171,8 @@ struct Scanner<'a> {
     key_flow: usize,
     key_allowed: bool,
     stop_above: usize,
+    /// Read on where libyaml stops with a syntax error.
+    tolerant: bool,
     deepest: usize,
     over: Option<usize>,
 }
@@ -417,7 +435,7 @@ impl Scanner<'_> {
                             b'?' | b':' | b',' | b']' | b'}' | b'%' | b'@' | b'`'
                         ))
                 {
-                    return false;
+                    return self.tolerant;
                 }
             }
             b'!' => {
@@ -442,6 +460,7 @@ impl Scanner<'_> {
                     None => return false,
                 }
             }
+            _ if self.tolerant => self.bump(),
             _ => return false,
         }
         true
@@ -490,15 +509,16 @@ impl Scanner<'_> {
                 self.bump();
             }
             if self.at(0) != b'>' {
-                return false;
+                return self.tolerant;
             }
             self.bump();
         } else {
-            while uri(self.at(0), false) {
+            // YAML 1.2 tags also take `#`.
+            while uri(self.at(0), false) || (self.tolerant && self.at(0) == b'#') {
                 self.bump();
             }
         }
-        self.is_blankz(0) || (self.flow > 0 && self.at(0) == b',')
+        self.is_blankz(0) || (self.flow > 0 && self.at(0) == b',') || self.tolerant
     }
 
     /// A single- or double-quoted scalar, which may span lines.
@@ -551,6 +571,7 @@ impl Scanner<'_> {
                 if self.flow > 0
                     && c == b':'
                     && matches!(self.at(1), b',' | b'?' | b'[' | b']' | b'{' | b'}')
+                    && !self.tolerant
                 {
                     return None;
                 }
@@ -566,7 +587,11 @@ impl Scanner<'_> {
             }
             while self.is_blank(0) || self.is_break(0) {
                 if self.is_blank(0) {
-                    if leading_blanks && (self.col as isize) < indent && self.at(0) == b'\t' {
+                    if leading_blanks
+                        && (self.col as isize) < indent
+                        && self.at(0) == b'\t'
+                        && !self.tolerant
+                    {
                         return None;
                     }
                     self.bump();
@@ -594,7 +619,8 @@ impl Scanner<'_> {
                     increment = usize::from(c - b'0');
                     self.bump();
                 }
-                b'0' => return false,
+                b'0' if !self.tolerant => return false,
+                b'0' => self.bump(),
                 _ => {}
             }
         }
@@ -607,7 +633,12 @@ impl Scanner<'_> {
             }
         }
         if !self.is_blankz(0) {
-            return false;
+            if !self.tolerant {
+                return false;
+            }
+            while !self.eof() && !self.is_break(0) {
+                self.bump();
+            }
         }
         if self.is_break(0) {
             self.bump_break();
@@ -648,7 +679,10 @@ impl Scanner<'_> {
             }
             max_indent = max_indent.max(self.col);
             if (*indent == 0 || self.col < *indent) && self.at(0) == b'\t' {
-                return false;
+                if !self.tolerant {
+                    return false;
+                }
+                break;
             }
             if !self.is_break(0) {
                 break;

@@ -436,15 +436,15 @@ fn quoted(msg: &str) -> Option<String> {
 }
 
 /// Whether `text` is within the loader's bounds as `saphyr-parser` reads it, which like
-/// libyaml takes time quadratic in the nesting depth. The bounds are checked as libyaml
-/// tokenizes; saphyr follows YAML 1.2, where NEL, LS and PS do not break lines, so a text
-/// with those is checked a second time with them as ordinary characters.
+/// libyaml takes time quadratic in the nesting depth. The pre-scan follows libyaml;
+/// saphyr reads on past some of libyaml's syntax errors and, following YAML 1.2, does not
+/// break lines at NEL, LS and PS, so the text is checked tolerantly, and once more with
+/// those as ordinary characters when it has any.
 fn saphyr_can_scan(text: &str) -> bool {
     const NOT_BREAKS: [char; 3] = ['\u{85}', '\u{2028}', '\u{2029}'];
     let limits = ratelimit_core::Limits::DEFAULT;
-    ratelimit_core::prescan::check(text, &limits).is_ok()
-        && (!text.contains(NOT_BREAKS)
-            || ratelimit_core::prescan::check(&text.replace(NOT_BREAKS, "x"), &limits).is_ok())
+    let within = |t: &str| ratelimit_core::prescan::check_tolerant(t, &limits).is_ok();
+    within(text) && (!text.contains(NOT_BREAKS) || within(&text.replace(NOT_BREAKS, "x")))
 }
 
 /// Where each node of a document is written: path (as in error messages) to 1-based line.
@@ -678,6 +678,10 @@ mod tests {
         assert!(ratelimit_core::prescan::check(&text, &ratelimit_core::Limits::DEFAULT).is_ok());
         assert!(!saphyr_can_scan(&text));
         assert!(saphyr_can_scan("domain: d\n# \u{85}\n"));
+        // libyaml stops at the tab; saphyr reads on.
+        let text = format!("\t{}", "[".repeat(100));
+        assert!(ratelimit_core::prescan::check(&text, &ratelimit_core::Limits::DEFAULT).is_ok());
+        assert!(!saphyr_can_scan(&text));
     }
 
     #[test]
