@@ -76,8 +76,8 @@ fn runtime_key_prefix(settings: &Settings) -> String {
 }
 
 /// Reads one rule file, following symlinks; `None` when nothing is there any more. Only a
-/// regular file is opened (opening a FIFO would wait for a writer), and only up to one byte
-/// past the size the loader accepts, which then refuses it.
+/// regular file no larger than the loader accepts is opened (opening a FIFO would wait for
+/// a writer).
 pub fn read_rule_file(path: &Path) -> Result<Option<String>, String> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -92,13 +92,21 @@ pub fn read_rule_file(path: &Path) -> Result<Option<String>, String> {
     if !meta.is_file() {
         return Err(format!("not a regular file ({})", kind(&meta.file_type())));
     }
+    let max = Limits::DEFAULT.max_bytes as u64;
+    if meta.len() > max {
+        return Err(format!(
+            "the file is {} bytes, more than the {max} allowed",
+            meta.len()
+        ));
+    }
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    let mut bytes = Vec::with_capacity(meta.len().min(Limits::DEFAULT.max_bytes as u64) as usize);
-    file.take(Limits::DEFAULT.max_bytes as u64 + 1)
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // A file grown since is cut one byte past the bound, which the loader then refuses.
+    file.take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;
     String::from_utf8(bytes)
