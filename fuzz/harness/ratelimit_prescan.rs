@@ -33,6 +33,7 @@ pub fn run(data: &[u8]) {
     let (counted, over) = prescan::scan(text, usize::MAX);
     assert!(over.is_none());
     let _ = prescan::check(text, &prescan::Limits::DEFAULT);
+    let _ = prescan::check_tolerant(text, &prescan::Limits::DEFAULT);
     // Aliases repeat a node elsewhere: the parsed value is deeper than the text.
     if counted > PARSE_UP_TO || text.contains('*') {
         return;
