@@ -127,3 +127,34 @@ fn kind(t: &std::fs::FileType) -> &'static str {
         "an unknown kind"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_within_the_bound_are_read() {
+        let dir = std::env::temp_dir().join(format!("rl-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = dir.join("ok.yaml");
+        std::fs::write(&ok, "domain: d\n").unwrap();
+        assert_eq!(read_rule_file(&ok), Ok(Some("domain: d\n".to_owned())));
+        assert_eq!(read_rule_file(&dir.join("gone.yaml")), Ok(None));
+        let big = dir.join("big.yaml");
+        // Sparse: no 16 MiB written.
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(Limits::DEFAULT.max_bytes as u64 + 1)
+            .unwrap();
+        assert_eq!(
+            read_rule_file(&big),
+            Err("the file is 16777217 bytes, more than the 16777216 allowed".to_owned())
+        );
+        assert_eq!(
+            read_rule_file(&dir),
+            Err("not a regular file (a directory)".to_owned())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
