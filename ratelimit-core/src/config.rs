@@ -9,6 +9,8 @@ use std::fmt;
 
 use serde_yaml::Value;
 
+use crate::prescan::{self, Limits};
+
 /// Keys accepted anywhere in a document (upstream checks them without regard to position).
 const VALID_KEYS: [&str; 16] = [
     "domain",
@@ -63,6 +65,8 @@ pub enum ConfigErrorKind {
     ShareThresholdWithoutWildcard,
     /// `metadata` that cannot be represented as a JSON-like struct.
     Metadata,
+    /// A document larger or more deeply nested than its [`Limits`], refused unparsed.
+    Limits,
 }
 
 /// Why a rule document was rejected.
@@ -164,8 +168,31 @@ pub struct RateLimitConfig {
     pub replaces: Vec<String>,
 }
 
-/// Parses one YAML rule document. `name` is used in error messages.
+/// Parses one YAML rule document within [`Limits::DEFAULT`]. `name` is used in error
+/// messages.
 pub fn parse_document(name: &str, yaml: &str) -> Result<Document, ConfigError> {
+    parse_document_with(name, yaml, &Limits::DEFAULT)
+}
+
+/// Parses one YAML rule document, refusing it before parsing when it is larger or nested
+/// deeper than `limits` (parsing time would otherwise grow with the square of the depth).
+pub fn parse_document_with(
+    name: &str,
+    yaml: &str,
+    limits: &Limits,
+) -> Result<Document, ConfigError> {
+    prescan::check(yaml, limits).map_err(|e| {
+        let mut err = ConfigError::new(
+            ConfigErrorKind::Limits,
+            name,
+            "",
+            format!("error loading config file: {e}"),
+        );
+        if let prescan::Exceeded::Depth { line, .. } = e {
+            err.line = Some(line);
+        }
+        err
+    })?;
     let root: Value = serde_yaml::from_str(yaml).map_err(|e| {
         let mut err = ConfigError::new(
             ConfigErrorKind::Load,

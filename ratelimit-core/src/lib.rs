@@ -21,6 +21,7 @@ pub mod decide;
 pub mod json;
 pub mod limiter;
 pub mod local_cache;
+pub mod prescan;
 pub mod rules;
 pub mod stats;
 pub mod store;
@@ -28,8 +29,9 @@ pub mod types;
 pub mod unit;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{ConfigError, ConfigErrorKind, Document, parse_document};
+pub use config::{ConfigError, ConfigErrorKind, Document, parse_document, parse_document_with};
 pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
+pub use prescan::Limits;
 pub use rules::RuleSet;
 pub use stats::Stats;
 pub use store::{CounterStore, Increment, MAX_HITS, StoreError};

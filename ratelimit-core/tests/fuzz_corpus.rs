@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 #[path = "../../fuzz/harness/ratelimit_matcher.rs"]
 mod matcher;
+#[path = "../../fuzz/harness/ratelimit_prescan.rs"]
+mod prescan;
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -57,5 +59,17 @@ fn matcher_corpus_agrees_with_the_model() {
     for (path, bytes) in corpus("ratelimit_matcher") {
         let r = std::panic::catch_unwind(|| matcher::run(&bytes));
         assert!(r.is_ok(), "{} disagrees with the model", path.display());
+    }
+}
+
+#[test]
+fn prescan_corpus_never_counts_below_the_parsed_depth() {
+    for (path, bytes) in corpus("ratelimit_prescan") {
+        let r = std::panic::catch_unwind(|| prescan::run(&bytes));
+        assert!(
+            r.is_ok(),
+            "{} is deeper than the pre-scan counts",
+            path.display()
+        );
     }
 }

@@ -2,4 +2,5 @@
 
 mod fixtures;
 mod fuzz_corpus;
+mod limits;
 mod properties;

@@ -148,11 +148,11 @@ pub fn check_paths(paths: &[PathBuf], opts: Options) -> Report {
             Ok(found) => {
                 for f in found {
                     let name = f.display().to_string();
-                    match std::fs::read(&f) {
-                        Ok(bytes) => match String::from_utf8(bytes) {
-                            Ok(text) => files.push((name, text)),
-                            Err(_) => report.problems.push(whole_file(&name, "not valid UTF-8")),
-                        },
+                    match crate::files::read_rule_file(&f) {
+                        Ok(Some(text)) => files.push((name, text)),
+                        Ok(None) => report
+                            .problems
+                            .push(whole_file(&name, "cannot read: it no longer exists")),
                         Err(e) => report
                             .problems
                             .push(whole_file(&name, &format!("cannot read: {e}"))),
@@ -181,9 +181,15 @@ fn whole_file(file: &str, message: &str) -> Problem {
     }
 }
 
-/// A file is itself; a directory is its `*.yaml` / `*.yml` files, sorted, as the server reads it.
+/// A file is itself; a directory is its `*.yaml` / `*.yml` entries that are not
+/// directories, sorted, as the server reads it.
 fn list(p: &Path, ignore_dotfiles: bool) -> Result<Vec<PathBuf>, String> {
-    let meta = std::fs::metadata(p).map_err(|e| format!("cannot read: {e}"))?;
+    let meta = match std::fs::metadata(p) {
+        Ok(m) => m,
+        // A symlink that leads nowhere: reading it says why.
+        Err(_) if std::fs::symlink_metadata(p).is_ok() => return Ok(vec![p.to_owned()]),
+        Err(e) => return Err(format!("cannot read: {e}")),
+    };
     if !meta.is_dir() {
         return Ok(vec![p.to_owned()]);
     }
@@ -191,10 +197,8 @@ fn list(p: &Path, ignore_dotfiles: bool) -> Result<Vec<PathBuf>, String> {
     for entry in std::fs::read_dir(p).map_err(|e| format!("cannot list: {e}"))? {
         let entry = entry.map_err(|e| format!("cannot list: {e}"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if ignore_dotfiles && name.starts_with('.') {
-            continue;
-        }
-        if (name.ends_with(".yaml") || name.ends_with(".yml")) && entry.path().is_file() {
+        // What cannot be read as a file (a dangling symlink, a FIFO) is reported when read.
+        if crate::files::is_rule_file_name(&name, ignore_dotfiles) && !entry.path().is_dir() {
             out.push(entry.path());
         }
     }
@@ -209,7 +213,11 @@ pub fn check_texts(files: &[(String, String)], merge_domains: bool) -> Report {
     let mut docs: Vec<Document> = Vec::new();
     for (name, text) in files {
         report.files += 1;
-        let pos = Positions::scan(text);
+        let pos = if saphyr_can_scan(text) {
+            Positions::scan(text)
+        } else {
+            Positions::default()
+        };
         let (doc, errors) = check_document(name, text);
         let mut problems: Vec<Problem> = errors.iter().map(|e| pos.problem(e)).collect();
         problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
@@ -254,6 +262,10 @@ pub fn check_document(name: &str, text: &str) -> (Option<Document>, Vec<ConfigEr
         Ok(doc) => return (Some(doc), Vec::new()),
         Err(e) => e,
     };
+    // Refused unparsed: parsing it is what the bound prevents.
+    if first.kind == ConfigErrorKind::Limits {
+        return (None, vec![first]);
+    }
     // Syntax errors leave nothing to repair.
     let Ok(mut value) = serde_yaml::from_str::<Value>(text) else {
         return (None, vec![first]);
@@ -421,6 +433,18 @@ fn quoted(msg: &str) -> Option<String> {
     let start = msg.find('\'')? + 1;
     let len = msg[start..].find('\'')?;
     Some(msg[start..start + len].to_owned())
+}
+
+/// Whether `text` is within the loader's bounds as `saphyr-parser` reads it, which like
+/// libyaml takes time quadratic in the nesting depth. The pre-scan follows libyaml;
+/// saphyr reads on past some of libyaml's syntax errors and, following YAML 1.2, does not
+/// break lines at NEL, LS and PS, so the text is checked tolerantly, and once more with
+/// those as ordinary characters when it has any.
+fn saphyr_can_scan(text: &str) -> bool {
+    const NOT_BREAKS: [char; 3] = ['\u{85}', '\u{2028}', '\u{2029}'];
+    let limits = ratelimit_core::Limits::DEFAULT;
+    let within = |t: &str| ratelimit_core::prescan::check_tolerant(t, &limits).is_ok();
+    within(text) && (!text.contains(NOT_BREAKS) || within(&text.replace(NOT_BREAKS, "x")))
 }
 
 /// Where each node of a document is written: path (as in error messages) to 1-based line.
@@ -633,6 +657,31 @@ mod tests {
         let r = check_texts(&files, true);
         assert!(r.problems.is_empty());
         assert_eq!((r.domains, r.rules), (1, 2));
+    }
+
+    #[test]
+    fn nesting_past_the_bound_is_refused_unparsed() {
+        let deep = format!(
+            "domain: d\ndescriptors: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(
+            lines_of(&deep),
+            [
+                "f.yaml:2: error loading config file: collections nested more than 64 levels deep (line 2)"
+            ]
+        );
+        // Deep only where saphyr reads NEL as an ordinary character: line numbers are
+        // skipped, the loader (libyaml) still decides.
+        let text = format!("a: b\u{85}\"\nc: {} \"\n", "[".repeat(100));
+        assert!(ratelimit_core::prescan::check(&text, &ratelimit_core::Limits::DEFAULT).is_ok());
+        assert!(!saphyr_can_scan(&text));
+        assert!(saphyr_can_scan("domain: d\n# \u{85}\n"));
+        // libyaml stops at the tab; saphyr reads on.
+        let text = format!("\t{}", "[".repeat(100));
+        assert!(ratelimit_core::prescan::check(&text, &ratelimit_core::Limits::DEFAULT).is_ok());
+        assert!(!saphyr_can_scan(&text));
     }
 
     #[test]

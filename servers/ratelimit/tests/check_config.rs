@@ -1,9 +1,10 @@
 //! `ratelimit check-config`: the offline checker, run as CI would run it.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::common::temp_dir;
+use crate::common::{mkfifo, temp_dir};
 
 fn check(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit"));
@@ -137,4 +138,107 @@ fn usage_errors_and_missing_paths() {
     let (code, out) = check(&["/nonexistent/rules"], &[]);
     assert_eq!(code, 1);
     assert!(out.contains("/nonexistent/rules: cannot read"), "{out}");
+}
+
+/// Runs check-config, killing it (and failing) if it has not finished within 20 s.
+fn check_within_deadline(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratelimit"))
+        .env_clear()
+        .arg("check-config")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("check-config {args:?} still running after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap(), text)
+}
+
+#[test]
+fn a_deeply_nested_file_fails_fast_with_the_reason() {
+    let dir = temp_dir("check-deep");
+    let deep = write(
+        &dir,
+        "deep.yaml",
+        &format!(
+            "domain: d\ndescriptors: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ),
+    );
+    let (code, out) = check_within_deadline(&[&deep]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "{deep}:2: error loading config file: collections nested more than 64 levels deep"
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn entries_that_cannot_be_read_as_files_are_problems() {
+    let dir = temp_dir("check-unreadable");
+    /// A name, how to make the entry, what the error says.
+    type Case<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+    let cases: [Case; 3] = [
+        (
+            "loop.yaml",
+            &|p| std::os::unix::fs::symlink(p, p).unwrap(),
+            "cannot read: Too many levels of symbolic links",
+        ),
+        (
+            "dangling.yaml",
+            &|p| std::os::unix::fs::symlink(p.with_file_name("missing"), p).unwrap(),
+            "cannot read: dangling symlink",
+        ),
+        (
+            "fifo.yaml",
+            &mkfifo,
+            "cannot read: not a regular file (a FIFO)",
+        ),
+    ];
+    for (name, make, expected) in cases {
+        let cfg = dir.join(name.replace(".yaml", ""));
+        std::fs::create_dir_all(&cfg).unwrap();
+        write(&cfg, "good.yaml", GOOD);
+        let bad = cfg.join(name);
+        make(&bad);
+        let (code, out) = check_within_deadline(&[cfg.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: {out}");
+        assert!(
+            out.contains(&format!("{}: {expected}", bad.display())),
+            "{name}: {out}"
+        );
+        assert!(
+            out.contains("1 problem(s) in 1 of 2 file(s)"),
+            "{name}: {out}"
+        );
+        // Named on the command line too.
+        let (code, out) = check_within_deadline(&[bad.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: {out}");
+        assert!(out.contains(expected), "{name}: {out}");
+    }
+    // A directory with a rule file's name is not a rule file.
+    let cfg = dir.join("subdir");
+    std::fs::create_dir_all(cfg.join("nested.yaml")).unwrap();
+    write(&cfg, "good.yaml", GOOD);
+    let (code, out) = check(&[cfg.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

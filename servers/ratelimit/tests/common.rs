@@ -244,3 +244,8 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 pub fn post_json(addr: SocketAddr, body: &str) -> HttpResponse {
     request(addr, "POST", "/json", body.as_bytes())
 }
+
+pub fn mkfifo(path: &std::path::Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
+    assert!(ok, "mkfifo {}", path.display());
+}

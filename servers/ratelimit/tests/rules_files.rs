@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{Server, post_json, start_in, temp_dir};
+use crate::common::{Server, mkfifo, post_json, start_in, temp_dir};
 use crate::rules_util::{VISIBLE, line, rlconfig, rule, spawn, stat, swap_symlink, within};
 
 const NO_POLL: (&str, &str) = ("RUNTIME_POLL_INTERVAL", "0");
@@ -244,6 +244,65 @@ fn a_broken_file_keeps_the_old_rules_until_fixed() {
     std::fs::write(cfg.join("b.yaml"), rule("e", "b", 9)).unwrap();
     shows(&srv, &line("e", "b", 9)).expect("the fixed file loads");
     assert!(rlconfig(&srv).contains(&line("d", "a", 1)));
+}
+
+/// Entries that cannot be read as files, and a file nested past the loader's bound: each
+/// fails the reload, naming the file, and the rules in force keep deciding.
+#[test]
+fn unreadable_or_too_deep_files_fail_the_reload() {
+    let dir = temp_dir("unreadable");
+    let cfg = dir.join("config");
+    let srv = start_in(dir, &[("a.yaml", &rule("d", "a", 1))], &[NO_POLL]);
+    let deep = |p: &Path| {
+        let text = format!(
+            "domain: e\ndescriptors: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        std::fs::write(p, text).unwrap();
+    };
+    /// A name, how to make the entry, what the error says.
+    type Case<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+    let cases: [Case; 4] = [
+        (
+            "loop.yaml",
+            &|p| std::os::unix::fs::symlink(p, p).unwrap(),
+            "loop.yaml: Too many levels of symbolic links",
+        ),
+        (
+            "dangling.yaml",
+            &|p| std::os::unix::fs::symlink(p.with_file_name("missing"), p).unwrap(),
+            "dangling.yaml: dangling symlink",
+        ),
+        (
+            "fifo.yaml",
+            &mkfifo,
+            "fifo.yaml: not a regular file (a FIFO)",
+        ),
+        (
+            "deep.yaml",
+            &deep,
+            "config.deep.yaml: error loading config file: collections nested more than 64 levels deep",
+        ),
+    ];
+    for (name, make, expected) in cases {
+        let errors = stat(&srv, "ratelimit.service.config_load_error");
+        make(&cfg.join(name));
+        within(VISIBLE, || {
+            stat(&srv, "ratelimit.service.config_load_error") > errors
+        })
+        .unwrap_or_else(|| panic!("{name} fails the reload"));
+        let l = logged(&srv, expected);
+        assert!(l.contains("keeping the previous rules"), "{l}");
+        assert!(rlconfig(&srv).contains(&line("d", "a", 1)));
+
+        let successes = stat(&srv, "ratelimit.service.config_load_success");
+        std::fs::remove_file(cfg.join(name)).unwrap();
+        successes_grow(&srv, successes).unwrap_or_else(|| panic!("without {name} it loads"));
+    }
+    let body = r#"{"domain":"d","descriptors":[{"entries":[{"key":"a","value":"x"}]}]}"#;
+    assert_eq!(post_json(srv.http, body).status, 200);
+    assert_eq!(post_json(srv.http, body).status, 429);
 }
 
 #[test]
