@@ -215,3 +215,102 @@ fn tls_without_files_is_a_startup_error() {
         String::from_utf8_lossy(&out.stderr).contains("cannot read certificate /nonexistent.crt")
     );
 }
+
+/// `GET path` over HTTPS on a fresh connection: the status, or the handshake's error.
+async fn https_get(
+    addr: std::net::SocketAddr,
+    ca: &str,
+    identity: Option<&(String, String)>,
+    path: &str,
+) -> Result<u16, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((c, k)) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_slice(c.as_bytes()).unwrap()],
+                PrivateKeyDer::from_pem_slice(k.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    tls.write_all(head.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    // With TLS 1.3 a refused client certificate shows only here, as an alert.
+    match tls.read_to_end(&mut raw).await {
+        Ok(_) => {}
+        Err(e) if raw.is_empty() => return Err(e.to_string()),
+        Err(_) => {}
+    }
+    Ok(crate::common::parse(&raw).status)
+}
+
+#[tokio::test]
+async fn the_http_ports_serve_tls_and_mutual_tls_with_the_grpc_ports_files() {
+    let dir = temp_dir("httptls");
+    let server_ca = Ca::new("server ca");
+    let client_ca = Ca::new("client ca");
+    let (cert, key) = server_ca.leaf(&["localhost"]);
+    let paths = [
+        write(&dir, "server.crt", &cert),
+        write(&dir, "server.key", &key),
+        write(&dir, "clients.crt", &client_ca.pem()),
+    ];
+    let srv = start_in(
+        dir.clone(),
+        &[("rl.yaml", RULES)],
+        &[
+            ("HTTP_SERVER_USE_TLS", "true"),
+            ("DEBUG_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &paths[0]),
+            ("GRPC_SERVER_TLS_KEY", &paths[1]),
+            ("GRPC_CLIENT_TLS_CACERT", &paths[2]),
+        ],
+    );
+    let client = client_ca.leaf(&["prober"]);
+    let ca = server_ca.pem();
+    assert_eq!(
+        https_get(srv.http, &ca, Some(&client), "/healthcheck").await,
+        Ok(200)
+    );
+    assert_eq!(
+        https_get(srv.debug, &ca, Some(&client), "/rlconfig").await,
+        Ok(200)
+    );
+    assert!(
+        https_get(srv.http, &ca, None, "/healthcheck")
+            .await
+            .is_err(),
+        "a client without a certificate was served"
+    );
+    let plain = tokio::task::spawn_blocking(move || {
+        std::panic::catch_unwind(|| crate::common::request(srv.debug, "GET", "/stats", b""))
+    });
+    assert!(
+        !matches!(plain.await.unwrap(), Ok(r) if r.status == 200),
+        "plaintext was served on a TLS port"
+    );
+    // gRPC stays plaintext: its own switch is off.
+    let ch = crate::grpc_face::channel(&srv.grpc).await;
+    assert!(call(&ch, &req("rl", &[("free", "x")])).await.is_ok());
+}
