@@ -25,8 +25,10 @@ use tonic_health::ServingStatus;
 use crate::App;
 use crate::conn::{Activity, Backoff, Closed, Gate, PortLimits, Readable, Watched, WatchedBody};
 use crate::convert;
+use crate::limits::RequestLimits;
 use crate::log::{self, Level};
 use crate::pb::rls;
+use crate::rls_call::{self, LimitedCodec, ShouldRateLimit};
 use crate::tls::SharedConfig;
 
 /// The decision call. It only translates: everything is decided by the limiter.
@@ -68,11 +70,6 @@ impl RlsService {
         &self,
         request: Request<rls::RateLimitRequest>,
     ) -> Result<Response<rls::RateLimitResponse>, Status> {
-        if let Err(e) = self.app.settings.request_limits.check_pb(request.get_ref()) {
-            self.app.limiter.stats().service_error.fetch_add(1, Relaxed);
-            // What grpc-go answers for a message over its size limit.
-            return Err(Status::resource_exhausted(e.to_string()));
-        }
         let parent = crate::tracing::SpanParent::from_headers(
             &self.app.settings.tracing,
             request.metadata().as_ref(),
@@ -122,7 +119,10 @@ pub async fn routes(app: Arc<App>) -> GrpcRoutes<RlsService> {
             reporter.set_service_status("ratelimit", s).await;
         }
     });
+    let refused = app.limiter.stats().service_error.clone();
+    let limits = app.settings.request_limits;
     GrpcRoutes::new(RlsService::new(app), Routes::new(health_service).prepare())
+        .with_request_limits(limits, refused)
 }
 
 type RlsServer<T> = rls::rate_limit_service_server::RateLimitServiceServer<T>;
@@ -134,7 +134,11 @@ type RlsServer<T> = rls::rate_limit_service_server::RateLimitServiceServer<T>;
 /// whole server (callgrind, docs/benchmarks.md tenth session), for a choice a prefix test
 /// makes.
 pub struct GrpcRoutes<T> {
-    rls: RlsServer<T>,
+    /// `ShouldRateLimit`, called with our codec.
+    rls: Arc<T>,
+    codec: LimitedCodec,
+    /// The rate limit service's other paths (`UNIMPLEMENTED`).
+    rls_server: RlsServer<T>,
     rest: Routes,
 }
 
@@ -142,18 +146,30 @@ impl<T> Clone for GrpcRoutes<T> {
     fn clone(&self) -> Self {
         GrpcRoutes {
             rls: self.rls.clone(),
+            codec: self.codec.clone(),
+            rls_server: self.rls_server.clone(),
             rest: self.rest.clone(),
         }
     }
 }
 
 impl<T: rls::rate_limit_service_server::RateLimitService> GrpcRoutes<T> {
-    /// `rls` answers `envoy.service.ratelimit.v3.RateLimitService`, `rest` the rest.
+    /// `rls` answers `envoy.service.ratelimit.v3.RateLimitService`, `rest` the rest; requests
+    /// are held to the default [`RequestLimits`].
     pub fn new(rls: T, rest: Routes) -> Self {
+        let rls = Arc::new(rls);
         GrpcRoutes {
-            rls: RlsServer::new(rls),
+            rls_server: RlsServer::from_arc(rls.clone()),
+            rls,
+            codec: LimitedCodec::new(RequestLimits::DEFAULT, Arc::default()),
             rest,
         }
+    }
+
+    /// Holds requests to `limits`, counting those refused in `refused`.
+    pub fn with_request_limits(mut self, limits: RequestLimits, refused: Arc<AtomicU64>) -> Self {
+        self.codec = LimitedCodec::new(limits, refused);
+        self
     }
 }
 
@@ -181,8 +197,13 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if is_rls_path(req.uri().path()) {
-            self.rls.call(req)
+        let path = req.uri().path();
+        if path == rls_call::PATH {
+            let call = ShouldRateLimit(self.rls.clone());
+            let mut grpc = tonic::server::Grpc::new(self.codec.clone());
+            Box::pin(async move { Ok(grpc.unary(call, req).await) })
+        } else if is_rls_path(path) {
+            self.rls_server.call(req)
         } else {
             Box::pin(self.rest.call(req))
         }

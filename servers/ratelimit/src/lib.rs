@@ -21,6 +21,7 @@ pub mod log;
 pub mod metrics;
 pub mod pb;
 pub mod provider;
+pub mod rls_call;
 pub mod settings;
 pub mod tls;
 pub mod tracing;

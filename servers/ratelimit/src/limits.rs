@@ -30,6 +30,13 @@ impl fmt::Display for TooLarge {
 }
 
 impl RequestLimits {
+    /// The defaults of the settings.
+    pub const DEFAULT: RequestLimits = RequestLimits {
+        max_descriptors: 1000,
+        max_entries: 100,
+        max_string_bytes: 64 << 10,
+    };
+
     /// Checks a gRPC request before it is converted.
     pub fn check_pb(&self, req: &rls::RateLimitRequest) -> Result<(), TooLarge> {
         self.check(
@@ -50,45 +57,161 @@ impl RequestLimits {
         )
     }
 
+    /// Checks an encoded `RateLimitRequest` before it is decoded, in one walk over its
+    /// fields that allocates nothing: decoding a 4 MiB message of tiny descriptors took
+    /// longer than deciding it, and stalled the connection's thread as much. Bytes that are
+    /// no valid encoding pass, for the decoder to refuse with its own error. Whatever
+    /// [`RequestLimits::check_pb`] would refuse once decoded, this refuses.
+    pub fn check_encoded(&self, message: &[u8]) -> Result<(), TooLarge> {
+        let mut descriptors = 0;
+        for field in Fields(message) {
+            match field {
+                Some((1, Wire::Bytes(domain))) => self.string_len("domain", domain.len())?,
+                Some((2, Wire::Bytes(descriptor))) => {
+                    if descriptors < self.max_descriptors {
+                        self.check_encoded_descriptor(descriptors, descriptor)?;
+                    }
+                    descriptors += 1;
+                }
+                Some(_) => {}
+                None => return Ok(()),
+            }
+        }
+        if descriptors > self.max_descriptors {
+            return Err(self.too_many_descriptors(descriptors));
+        }
+        Ok(())
+    }
+
+    fn check_encoded_descriptor(&self, index: usize, descriptor: &[u8]) -> Result<(), TooLarge> {
+        let mut entries = 0;
+        for field in Fields(descriptor) {
+            let Some((1, Wire::Bytes(entry))) = field else {
+                continue;
+            };
+            entries += 1;
+            for f in Fields(entry) {
+                match f {
+                    Some((1, Wire::Bytes(key))) => self.string_len("descriptor key", key.len())?,
+                    Some((2, Wire::Bytes(value))) => {
+                        self.string_len("descriptor value", value.len())?
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if entries > self.max_entries {
+            return Err(self.too_many_entries(index, entries));
+        }
+        Ok(())
+    }
+
     fn check<'a, D, E>(&self, domain: &str, descriptors: D) -> Result<(), TooLarge>
     where
         D: ExactSizeIterator<Item = E>,
         E: ExactSizeIterator<Item = (&'a str, &'a str)>,
     {
-        self.string("domain", domain)?;
+        self.string_len("domain", domain.len())?;
         if descriptors.len() > self.max_descriptors {
-            return Err(TooLarge(format!(
-                "request has {} descriptors, more than the {} allowed (MAX_REQUEST_DESCRIPTORS)",
-                descriptors.len(),
-                self.max_descriptors
-            )));
+            return Err(self.too_many_descriptors(descriptors.len()));
         }
         for (i, entries) in descriptors.enumerate() {
             if entries.len() > self.max_entries {
-                return Err(TooLarge(format!(
-                    "descriptor {i} has {} entries, more than the {} allowed \
-                     (MAX_DESCRIPTOR_ENTRIES)",
-                    entries.len(),
-                    self.max_entries
-                )));
+                return Err(self.too_many_entries(i, entries.len()));
             }
             for (key, value) in entries {
-                self.string("descriptor key", key)?;
-                self.string("descriptor value", value)?;
+                self.string_len("descriptor key", key.len())?;
+                self.string_len("descriptor value", value.len())?;
             }
         }
         Ok(())
     }
 
-    fn string(&self, what: &str, s: &str) -> Result<(), TooLarge> {
-        if s.len() > self.max_string_bytes {
+    fn too_many_descriptors(&self, n: usize) -> TooLarge {
+        TooLarge(format!(
+            "request has {n} descriptors, more than the {} allowed (MAX_REQUEST_DESCRIPTORS)",
+            self.max_descriptors
+        ))
+    }
+
+    fn too_many_entries(&self, index: usize, n: usize) -> TooLarge {
+        TooLarge(format!(
+            "descriptor {index} has {n} entries, more than the {} allowed \
+             (MAX_DESCRIPTOR_ENTRIES)",
+            self.max_entries
+        ))
+    }
+
+    fn string_len(&self, what: &str, len: usize) -> Result<(), TooLarge> {
+        if len > self.max_string_bytes {
             return Err(TooLarge(format!(
-                "a {what} of {} bytes is longer than the {} allowed (MAX_REQUEST_STRING_BYTES)",
-                s.len(),
+                "a {what} of {len} bytes is longer than the {} allowed (MAX_REQUEST_STRING_BYTES)",
                 self.max_string_bytes
             )));
         }
         Ok(())
+    }
+}
+
+/// One protobuf field's value, as much as the walk needs.
+enum Wire<'a> {
+    Bytes(&'a [u8]),
+    Other,
+}
+
+/// The fields of an encoded message, in order; `None` (then nothing more) where the bytes
+/// stop being a valid encoding.
+struct Fields<'a>(&'a [u8]);
+
+impl<'a> Fields<'a> {
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for (i, &byte) in self.0.iter().enumerate().take(10) {
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                self.0 = &self.0[i + 1..];
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    fn take(&mut self, n: u64) -> Option<&'a [u8]> {
+        let n = usize::try_from(n).ok().filter(|&n| n <= self.0.len())?;
+        let (taken, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(taken)
+    }
+
+    fn field(&mut self) -> Option<(u64, Wire<'a>)> {
+        let key = self.varint()?;
+        let value = match key & 7 {
+            0 => self.varint().map(|_| Wire::Other),
+            1 => self.take(8).map(|_| Wire::Other),
+            2 => {
+                let len = self.varint()?;
+                self.take(len).map(Wire::Bytes)
+            }
+            5 => self.take(4).map(|_| Wire::Other),
+            // Groups (3, 4) are not in these messages; the decoder says what is wrong.
+            _ => None,
+        }?;
+        Some((key >> 3, value))
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Option<(u64, Wire<'a>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let field = self.field();
+        if field.is_none() {
+            self.0 = &[];
+        }
+        Some(field)
     }
 }
 
@@ -131,9 +254,30 @@ mod tests {
     }
 
     #[test]
-    fn the_grpc_form_is_checked_alike() {
-        let pb = crate::convert::request_to_pb(&request(3, 1, "v"));
-        let err = LIMITS.check_pb(&pb).unwrap_err().to_string();
-        assert!(err.contains("3 descriptors"), "{err}");
+    fn the_grpc_form_is_checked_alike_decoded_and_encoded() {
+        let cases = [
+            request(2, 2, "12345678"),
+            request(3, 1, "v"),
+            request(1, 3, "v"),
+            request(1, 1, "123456789"),
+            Request::new("a-long-domain", Vec::new()),
+        ];
+        for req in cases {
+            let pb = crate::convert::request_to_pb(&req);
+            let encoded = prost::Message::encode_to_vec(&pb);
+            assert_eq!(
+                LIMITS.check_encoded(&encoded),
+                LIMITS.check_pb(&pb),
+                "{req:?}"
+            );
+            assert_eq!(LIMITS.check_pb(&pb), LIMITS.check_request(&req), "{req:?}");
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_no_encoding_are_left_to_the_decoder() {
+        for bytes in [&[0x0a, 0x05, b'a'][..], &[0xff; 11], &[0x0b], &[0x12, 0x80]] {
+            assert_eq!(LIMITS.check_encoded(bytes), Ok(()));
+        }
     }
 }

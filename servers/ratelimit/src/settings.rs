@@ -819,14 +819,25 @@ impl Settings {
                 .duration("GRPC_KEEPALIVE_TIMEOUT", Duration::from_secs(20))?,
             http_server_use_tls: env.boolean("HTTP_SERVER_USE_TLS", false)?,
             debug_server_use_tls: env.boolean("DEBUG_SERVER_USE_TLS", false)?,
-            request_limits: crate::limits::RequestLimits {
-                max_descriptors: env.number("MAX_REQUEST_DESCRIPTORS", 1000, "a whole number")?,
-                max_entries: env.number("MAX_DESCRIPTOR_ENTRIES", 100, "a whole number")?,
-                max_string_bytes: env.number(
-                    "MAX_REQUEST_STRING_BYTES",
-                    64 << 10,
-                    "a number of bytes",
-                )?,
+            request_limits: {
+                let d = crate::limits::RequestLimits::DEFAULT;
+                crate::limits::RequestLimits {
+                    max_descriptors: env.number(
+                        "MAX_REQUEST_DESCRIPTORS",
+                        d.max_descriptors,
+                        "a whole number",
+                    )?,
+                    max_entries: env.number(
+                        "MAX_DESCRIPTOR_ENTRIES",
+                        d.max_entries,
+                        "a whole number",
+                    )?,
+                    max_string_bytes: env.number(
+                        "MAX_REQUEST_STRING_BYTES",
+                        d.max_string_bytes,
+                        "a number of bytes",
+                    )?,
+                }
             },
             stats_dynamic_cap: env.number("STATS_DYNAMIC_CAP", 10_000, "a whole number")?,
             stats_dynamic_bytes: env.number(

@@ -241,6 +241,16 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A gRPC channel (one HTTP/2 connection) to `addr` (`host:port`).
+pub async fn channel(addr: &str) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .expect("connect")
+}
+
 pub fn post_json(addr: SocketAddr, body: &str) -> HttpResponse {
     request(addr, "POST", "/json", body.as_bytes())
 }

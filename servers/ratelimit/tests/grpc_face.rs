@@ -13,14 +13,7 @@ use crate::common::{post_json, start, start_in, temp_dir};
 
 pub const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 2}\n  - key: free\n    rate_limit: {unlimited: true}\n  - key: route\n    descriptors:\n      - key: method\n        rate_limit: {unit: hour, requests_per_unit: 3}\n";
 
-pub async fn channel(addr: &str) -> Channel {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .expect("connect")
-}
+pub use crate::common::channel;
 
 pub fn req(domain: &str, pairs: &[(&str, &str)]) -> Request {
     Request::new(domain, vec![Descriptor::new(pairs.iter().copied())])

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use ratelimit_core::{Code, Descriptor, Request};
 use ratelimit_server::convert;
 use ratelimit_server::pb::rls::rate_limit_service_client::RateLimitServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
+
+use common::channel;
 
 const SOAK: Duration = Duration::from_secs(15);
 /// Calls per good key, over a limit of `LIMIT`: exactly `LIMIT` must be allowed.
@@ -40,15 +42,6 @@ fn rss_kb(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap()
-}
-
-async fn channel(addr: &str) -> Channel {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .expect("connect")
 }
 
 fn hour_now() -> u64 {

@@ -142,17 +142,24 @@ async fn server_tls_and_certificate_rotation_without_dropping_the_listener() {
     assert_eq!(tls_call(&srv.grpc, &ca2.pem(), None).await, Ok(Code::Ok));
 }
 
-#[tokio::test]
-async fn mutual_tls_requires_a_client_certificate_with_the_san() {
-    let dir = temp_dir("mtls");
+/// A directory with a server certificate for `localhost` and a client CA, as (directory,
+/// server CA, client CA, [certificate, key, client CA] paths).
+fn mutual_tls_files(tag: &str) -> (std::path::PathBuf, Ca, Ca, [String; 3]) {
+    let dir = temp_dir(tag);
     let server_ca = Ca::new("server ca");
     let client_ca = Ca::new("client ca");
     let (cert, key) = server_ca.leaf(&["localhost"]);
-    let env_paths = [
+    let paths = [
         write(&dir, "server.crt", &cert),
         write(&dir, "server.key", &key),
         write(&dir, "clients.crt", &client_ca.pem()),
     ];
+    (dir, server_ca, client_ca, paths)
+}
+
+#[tokio::test]
+async fn mutual_tls_requires_a_client_certificate_with_the_san() {
+    let (dir, server_ca, client_ca, env_paths) = mutual_tls_files("mtls");
     let srv = start_in(
         dir.clone(),
         &[("rl.yaml", RULES)],
@@ -267,15 +274,7 @@ async fn https_get(
 
 #[tokio::test]
 async fn the_http_ports_serve_tls_and_mutual_tls_with_the_grpc_ports_files() {
-    let dir = temp_dir("httptls");
-    let server_ca = Ca::new("server ca");
-    let client_ca = Ca::new("client ca");
-    let (cert, key) = server_ca.leaf(&["localhost"]);
-    let paths = [
-        write(&dir, "server.crt", &cert),
-        write(&dir, "server.key", &key),
-        write(&dir, "clients.crt", &client_ca.pem()),
-    ];
+    let (dir, server_ca, client_ca, paths) = mutual_tls_files("httptls");
     let srv = start_in(
         dir.clone(),
         &[("rl.yaml", RULES)],

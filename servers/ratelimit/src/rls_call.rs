@@ -1,0 +1,103 @@
+//! The `ShouldRateLimit` call as the gRPC port serves it: prost's encoding, with the
+//! request limits checked on the encoded message before it is decoded, so that a request
+//! over them costs a walk over its bytes rather than the allocations of decoding it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use bytes::Buf;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
+use tonic::{Request, Response, Status};
+use tonic_prost::{ProstDecoder, ProstEncoder};
+
+use crate::limits::RequestLimits;
+use crate::pb::rls::{self, rate_limit_service_server::RateLimitService};
+
+/// `/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`.
+pub const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// The call's codec.
+#[derive(Clone)]
+pub struct LimitedCodec {
+    limits: RequestLimits,
+    /// Where refused requests are counted (`ShouldRateLimit.service_error`).
+    refused: Arc<AtomicU64>,
+}
+
+impl LimitedCodec {
+    /// A codec that refuses requests over `limits`, counting them in `refused`.
+    pub fn new(limits: RequestLimits, refused: Arc<AtomicU64>) -> Self {
+        LimitedCodec { limits, refused }
+    }
+}
+
+impl Codec for LimitedCodec {
+    type Encode = rls::RateLimitResponse;
+    type Decode = rls::RateLimitRequest;
+    type Encoder = ProstEncoder<rls::RateLimitResponse>;
+    type Decoder = LimitedDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        LimitedDecoder {
+            codec: self.clone(),
+            inner: ProstDecoder::default(),
+        }
+    }
+}
+
+/// prost's decoder behind the limits' check.
+pub struct LimitedDecoder {
+    codec: LimitedCodec,
+    inner: ProstDecoder<rls::RateLimitRequest>,
+}
+
+impl Decoder for LimitedDecoder {
+    type Item = rls::RateLimitRequest;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
+        // tonic hands over the whole message in one buffer; one in pieces is joined first.
+        if let Some(message) = buf.chunk().get(..buf.remaining()) {
+            self.check(message)?;
+            return self.inner.decode(buf);
+        }
+        let message = buf.copy_to_bytes(buf.remaining());
+        self.check(&message)?;
+        prost::Message::decode(message)
+            .map(Some)
+            .map_err(|e| Status::internal(e.to_string()))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.inner.buffer_settings()
+    }
+}
+
+impl LimitedDecoder {
+    fn check(&self, message: &[u8]) -> Result<(), Status> {
+        self.codec.limits.check_encoded(message).map_err(|e| {
+            self.codec.refused.fetch_add(1, Relaxed);
+            // What grpc-go answers for a message over its size limit.
+            Status::resource_exhausted(e.to_string())
+        })
+    }
+}
+
+/// The service's `ShouldRateLimit`, as tonic's unary call runs it.
+pub struct ShouldRateLimit<T>(pub Arc<T>);
+
+impl<T: RateLimitService> tonic::server::UnaryService<rls::RateLimitRequest>
+    for ShouldRateLimit<T>
+{
+    type Response = rls::RateLimitResponse;
+    type Future = tonic::codegen::BoxFuture<Response<Self::Response>, Status>;
+
+    fn call(&mut self, request: Request<rls::RateLimitRequest>) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { service.should_rate_limit(request).await })
+    }
+}
