@@ -248,6 +248,14 @@ async fn requests_over_the_size_limits_are_refused_naming_the_limit() {
     // At the limit is fine.
     let fifty = Request::new("rl", vec![Descriptor::new([("free", "x")]); 50]);
     assert!(call(&ch, &fifty).await.is_ok());
+    // Large messages are checked before they are decoded, to the same effect.
+    let value = "x".repeat(1000);
+    let large_within = Request::new("rl", vec![Descriptor::new([("free", value.as_str())]); 50]);
+    assert!(call(&ch, &large_within).await.is_ok());
+    let large_over = Request::new("rl", vec![Descriptor::new([("free", "x")]); 5000]);
+    let status = call(&ch, &large_over).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert!(status.message().contains("5000 descriptors"), "{status:?}");
 
     let descriptor = r#"{"entries":[{"key":"free","value":"x"}]}"#;
     let body = format!(
