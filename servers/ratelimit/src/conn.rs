@@ -90,6 +90,8 @@ pub enum Closed {
     Stalled,
     /// No request in flight for [`PortLimits::idle_timeout`].
     Idle,
+    /// Older than the age its protocol allows (gRPC's `GRPC_MAX_CONNECTION_AGE`).
+    Aged,
 }
 
 impl Gate {
@@ -320,15 +322,24 @@ impl Activity {
     /// `limits.write_timeout`, or no request has been in flight for `limits.idle_timeout`.
     /// It looks every half of the shorter timeout, so it fires up to half that late; the
     /// counters it compares cost a request no clock read.
-    pub async fn closing(&self, limits: &PortLimits) -> Closed {
+    ///
+    /// With `max_age`, it also resolves ([`Closed::Aged`]) once the connection is that old:
+    /// one timer for both, polled each time the connection's task runs.
+    pub async fn closing(&self, limits: &PortLimits, max_age: Option<Duration>) -> Closed {
         let shortest = limits
             .idle_timeout
             .map_or(limits.write_timeout, |i| i.min(limits.write_timeout));
         let tick = (shortest / 2).max(Duration::from_millis(10));
+        let aged_at = max_age.and_then(|age| tokio::time::Instant::now().checked_add(age));
         let (mut stalled_for, mut idle_for) = (Duration::ZERO, Duration::ZERO);
         let mut seen = (self.started.load(Relaxed), self.written.load(Relaxed));
         loop {
-            tokio::time::sleep(tick).await;
+            let next = tokio::time::Instant::now() + tick;
+            if let Some(aged_at) = aged_at.filter(|&t| t <= next) {
+                tokio::time::sleep_until(aged_at).await;
+                return Closed::Aged;
+            }
+            tokio::time::sleep_until(next).await;
             let now = (self.started.load(Relaxed), self.written.load(Relaxed));
             let output_pending =
                 self.write_blocked.load(Relaxed) || self.bodies_waiting.load(Relaxed) > 0;
@@ -576,9 +587,9 @@ mod tests {
             ..limits(1)
         };
         let a = Arc::new(Activity::default());
-        assert_eq!(a.closing(&l).await, Closed::Idle);
+        assert_eq!(a.closing(&l, None).await, Closed::Idle);
         let held = a.begin();
-        let watch = tokio::time::timeout(Duration::from_secs(60), a.closing(&l));
+        let watch = tokio::time::timeout(Duration::from_secs(60), a.closing(&l, None));
         assert!(watch.await.is_err(), "a request in flight is not idleness");
         drop(held);
     }
@@ -593,7 +604,19 @@ mod tests {
         let a = Arc::new(Activity::default());
         let _req = a.begin();
         a.write_blocked.store(true, Relaxed);
-        assert_eq!(a.closing(&l).await, Closed::Stalled);
+        assert_eq!(a.closing(&l, None).await, Closed::Stalled);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_reaches_its_age() {
+        let a = Arc::new(Activity::default());
+        let _req = a.begin();
+        let started = tokio::time::Instant::now();
+        let closed = a.closing(&limits(1), Some(Duration::from_secs(95))).await;
+        assert_eq!(
+            (closed, started.elapsed()),
+            (Closed::Aged, Duration::from_secs(95))
+        );
     }
 
     #[test]

@@ -549,20 +549,18 @@ async fn serve_conn<I, T>(
         );
     tokio::pin!(conn);
     let mut streams = FuturesUnordered::new();
-    let age = tokio::time::sleep(jittered(conns.ageing.max_age));
-    tokio::pin!(age);
     let limits = conns.gate.limits();
     let mut grace = conns.ageing.grace;
     tokio::select! {
         _ = drive(conn.as_mut(), &mut started, &mut streams) => return,
-        _ = &mut age => {}
         _ = shutdown.changed() => {}
-        closed = activity.closing(&limits) => {
-            log::log(Level::Debug, &format!("gRPC connection closed: {closed:?}"));
+        closed = activity.closing(&limits, Some(jittered(conns.ageing.max_age))) => {
+            log::log(Level::Debug, &format!("gRPC connection closing: {closed:?}"));
             match closed {
                 Closed::Stalled => return,
+                Closed::Aged => {}
                 // Nothing is in flight: the client has only to answer the shutdown's PING.
-                _ => grace = ping_timeout,
+                Closed::Idle | Closed::Silent | Closed::Evicted => grace = ping_timeout,
             }
         }
     }
@@ -573,7 +571,7 @@ async fn serve_conn<I, T>(
     };
     tokio::select! {
         _ = tokio::time::timeout(grace, drive(conn, &mut started, &mut streams)) => {}
-        _ = activity.closing(&draining) => {}
+        _ = activity.closing(&draining, None) => {}
     }
 }
 

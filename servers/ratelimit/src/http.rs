@@ -423,7 +423,7 @@ where
         let limits = self.port.gate.limits();
         tokio::select! {
             _ = conn => {}
-            closed = activity.closing(&limits) => {
+            closed = activity.closing(&limits, None) => {
                 log::log(Level::Debug, &format!("HTTP connection closed: {closed:?}"));
             }
         }
