@@ -128,7 +128,7 @@ pub struct Settings {
     /// Each port's bound on connections and their timeouts (`GRPC_MAX_CONNECTIONS`,
     /// `CONNECTION_FIRST_BYTE_TIMEOUT`, `GRPC_MAX_CONNECTION_IDLE`, ...).
     pub ports: crate::conn::Ports,
-    /// `GRPC_KEEPALIVE_TIME` (2h; 0: none): how often the server PINGs a connection.
+    /// `GRPC_KEEPALIVE_TIME` (0: none): how often the server PINGs a connection.
     pub grpc_keepalive_time: Option<Duration>,
     /// `GRPC_KEEPALIVE_TIMEOUT` (20s): how long a PING may go unanswered.
     pub grpc_keepalive_timeout: Duration,
@@ -812,7 +812,7 @@ impl Settings {
             http_read_timeout,
             ports: port_settings(&env, http_read_timeout)?,
             grpc_keepalive_time: Some(
-                env.duration("GRPC_KEEPALIVE_TIME", Duration::from_secs(2 * 3600))?,
+                env.duration("GRPC_KEEPALIVE_TIME", Duration::ZERO)?,
             )
             .filter(|d| !d.is_zero()),
             grpc_keepalive_timeout: env
