@@ -318,6 +318,16 @@ impl Activity {
         InFlight(self.clone())
     }
 
+    /// For a connection that runs its streams in its own task: `running` streams now, `new`
+    /// started since the last call. Cheaper than a guard per stream, whose wrapping future
+    /// cost every stream an extra copy of hyper's stream state.
+    pub fn streams_run_here(&self, running: usize, new: u64) {
+        if new > 0 {
+            self.started.fetch_add(new, Relaxed);
+        }
+        self.in_flight.store(running, Relaxed);
+    }
+
     /// Resolves when the connection should be closed: its output has been stuck for
     /// `limits.write_timeout`, or no request has been in flight for `limits.idle_timeout`.
     /// It looks every half of the shorter timeout, so it fires up to half that late; the

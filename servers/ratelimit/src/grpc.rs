@@ -524,9 +524,10 @@ async fn serve_conn<I, T>(
 {
     let activity = Arc::new(Activity::default());
     let (exec, mut started) = mpsc::unbounded_channel();
-    let exec = StreamExec {
-        activity: activity.clone(),
-        local: local.then_some(exec),
+    let exec = if local {
+        StreamExec::Local(exec)
+    } else {
+        StreamExec::Spawn(activity.clone())
     };
     let (ping_every, ping_timeout) = conns.keepalive;
     let conn = hyper::server::conn::http2::Builder::new(exec)
@@ -552,7 +553,7 @@ async fn serve_conn<I, T>(
     let limits = conns.gate.limits();
     let mut grace = conns.ageing.grace;
     tokio::select! {
-        _ = drive(conn.as_mut(), &mut started, &mut streams) => return,
+        _ = drive(conn.as_mut(), &mut started, &mut streams, &activity) => return,
         _ = shutdown.changed() => {}
         closed = activity.closing(&limits, Some(jittered(conns.ageing.max_age))) => {
             log::log(Level::Debug, &format!("gRPC connection closing: {closed:?}"));
@@ -570,7 +571,7 @@ async fn serve_conn<I, T>(
         ..limits
     };
     tokio::select! {
-        _ = tokio::time::timeout(grace, drive(conn, &mut started, &mut streams)) => {}
+        _ = tokio::time::timeout(grace, drive(conn, &mut started, &mut streams, &activity)) => {}
         _ = activity.closing(&draining, None) => {}
     }
 }
@@ -586,13 +587,13 @@ type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// and a client with more load than one core can decide opens more connections (Envoy has
 /// one per worker thread).
 #[derive(Clone)]
-struct StreamExec {
-    /// Counts the connection's streams in flight, for its idle timeout.
-    activity: Arc<Activity>,
-    /// Inside the connection's task when set; else a task each, for connections on the
-    /// shared runtime (memcached's): there, local streams were 0.78-0.92x the rate, as all
-    /// of a connection's pooled memcached round trips then waited on one worker.
-    local: Option<mpsc::UnboundedSender<StreamFuture>>,
+enum StreamExec {
+    /// Inside the connection's task, which counts its streams for the idle timeout.
+    Local(mpsc::UnboundedSender<StreamFuture>),
+    /// A task each, for connections on the shared runtime (memcached's): there, local
+    /// streams were 0.78-0.92x the rate, as all of a connection's pooled memcached round
+    /// trips then waited on one worker. Each counts itself in flight.
+    Spawn(Arc<Activity>),
 }
 
 impl<F> hyper::rt::Executor<F> for StreamExec
@@ -600,15 +601,16 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, fut: F) {
-        let in_flight = self.activity.begin();
-        let fut = async move {
-            fut.await;
-            drop(in_flight);
-        };
-        match &self.local {
+        match self {
             // Fails only once `serve_conn` has returned, and then nothing would poll it.
-            Some(streams) => drop(streams.send(Box::pin(fut))),
-            None => drop(tokio::spawn(fut)),
+            StreamExec::Local(streams) => drop(streams.send(Box::pin(fut))),
+            StreamExec::Spawn(activity) => {
+                let in_flight = activity.begin();
+                drop(tokio::spawn(async move {
+                    fut.await;
+                    drop(in_flight);
+                }));
+            }
         }
     }
 }
@@ -622,13 +624,16 @@ where
 /// same CPU per decision; 8 and 32 did less well (docs/benchmarks.md, twelfth session).
 const STREAMS_PER_PASS: usize = 16;
 
-/// Polls a connection and its streams, until the connection is done.
+/// Polls a connection and its streams, until the connection is done; tells `activity`
+/// how many streams run.
 async fn drive<C: Future>(
     mut conn: Pin<&mut C>,
     started: &mut mpsc::UnboundedReceiver<StreamFuture>,
     streams: &mut FuturesUnordered<StreamFuture>,
+    activity: &Activity,
 ) {
     std::future::poll_fn(|cx| {
+        let mut new = 0;
         loop {
             if conn.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(());
@@ -642,12 +647,14 @@ async fn drive<C: Future>(
                 again = true;
                 taken += 1;
             }
+            new += taken as u64;
             while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {
                 again = true;
             }
             // Streams that all finished at once (the memory store) have nothing to hand
             // over: then carrying on costs less than a yield and an extra write.
             if taken == STREAMS_PER_PASS && !streams.is_empty() {
+                activity.streams_run_here(streams.len(), new);
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
@@ -655,6 +662,7 @@ async fn drive<C: Future>(
             // flow-control window): polling the connection now writes it in this pass,
             // where returning would cost a wake-up of this task to do the same.
             if !again {
+                activity.streams_run_here(streams.len(), new);
                 return Poll::Pending;
             }
         }
@@ -855,7 +863,8 @@ mod tests {
         }
         let mut streams = FuturesUnordered::new();
         let mut conn = std::pin::pin!(std::future::pending::<()>());
-        let mut pass = std::pin::pin!(drive(conn.as_mut(), &mut started, &mut streams));
+        let activity = Activity::default();
+        let mut pass = std::pin::pin!(drive(conn.as_mut(), &mut started, &mut streams, &activity));
         let wakes = Arc::new(Wakes::default());
         let waker = std::task::Waker::from(wakes.clone());
         let mut cx = std::task::Context::from_waker(&waker);

@@ -811,10 +811,8 @@ impl Settings {
             http_max_body_bytes: env.number("HTTP_MAX_BODY_BYTES", 1 << 20, "a number of bytes")?,
             http_read_timeout,
             ports: port_settings(&env, http_read_timeout)?,
-            grpc_keepalive_time: Some(
-                env.duration("GRPC_KEEPALIVE_TIME", Duration::ZERO)?,
-            )
-            .filter(|d| !d.is_zero()),
+            grpc_keepalive_time: Some(env.duration("GRPC_KEEPALIVE_TIME", Duration::ZERO)?)
+                .filter(|d| !d.is_zero()),
             grpc_keepalive_timeout: env
                 .duration("GRPC_KEEPALIVE_TIMEOUT", Duration::from_secs(20))?,
             http_server_use_tls: env.boolean("HTTP_SERVER_USE_TLS", false)?,
