@@ -22,7 +22,7 @@ use crate::convert;
 use crate::limits::RequestLimits;
 use crate::log::{self, Level};
 use crate::pb::rls;
-use crate::rls_call::{self, LimitedCodec, ShouldRateLimit};
+use crate::rls_call::{self, LimitedCodec};
 use crate::tls::SharedConfig;
 
 mod connection;
@@ -134,7 +134,9 @@ type RlsServer<T> = rls::rate_limit_service_server::RateLimitServiceServer<T>;
 /// each call. Skipping it took about 4,100 of the ~52,500 instructions a decision cost the
 /// whole server (callgrind, docs/benchmarks.md tenth session), for a choice a prefix test
 /// makes.
-pub struct GrpcRoutes<T> {
+pub struct GrpcRoutes<T>(Arc<Routing<T>>);
+
+struct Routing<T> {
     /// `ShouldRateLimit`, called with our codec.
     rls: Arc<T>,
     codec: LimitedCodec,
@@ -145,12 +147,7 @@ pub struct GrpcRoutes<T> {
 
 impl<T> Clone for GrpcRoutes<T> {
     fn clone(&self) -> Self {
-        GrpcRoutes {
-            rls: self.rls.clone(),
-            codec: self.codec.clone(),
-            rls_server: self.rls_server.clone(),
-            rest: self.rest.clone(),
-        }
+        GrpcRoutes(self.0.clone())
     }
 }
 
@@ -159,18 +156,50 @@ impl<T: rls::rate_limit_service_server::RateLimitService> GrpcRoutes<T> {
     /// are held to the default [`RequestLimits`].
     pub fn new(rls: T, rest: Routes) -> Self {
         let rls = Arc::new(rls);
-        GrpcRoutes {
+        let codec = LimitedCodec::new(RequestLimits::DEFAULT, Arc::default());
+        GrpcRoutes::of(rls, codec, rest)
+    }
+
+    fn of(rls: Arc<T>, codec: LimitedCodec, rest: Routes) -> Self {
+        GrpcRoutes(Arc::new(Routing {
             rls_server: RlsServer::from_arc(rls.clone()),
             rls,
-            codec: LimitedCodec::new(RequestLimits::DEFAULT, Arc::default()),
+            codec,
             rest,
-        }
+        }))
     }
 
     /// Holds requests to `limits`, counting those refused in `refused`.
-    pub fn with_request_limits(mut self, limits: RequestLimits, refused: Arc<AtomicU64>) -> Self {
-        self.codec = LimitedCodec::new(limits, refused);
-        self
+    pub fn with_request_limits(self, limits: RequestLimits, refused: Arc<AtomicU64>) -> Self {
+        let codec = LimitedCodec::new(limits, refused);
+        GrpcRoutes::of(self.0.rls.clone(), codec, self.0.rest.clone())
+    }
+
+    /// The routes for one connection. hyper clones them for every call, and every clone
+    /// bumps a reference count: one of this connection's only, rather than counts that
+    /// every connection thread shares and passes between cores (0.90-0.97x the rate on the
+    /// memory store when they were shared).
+    fn for_connection(&self) -> Self {
+        GrpcRoutes::of(
+            self.0.rls.clone(),
+            self.0.codec.for_connection(),
+            self.0.rest.clone(),
+        )
+    }
+}
+
+/// The service's `ShouldRateLimit`, as tonic's unary call runs it.
+struct ShouldRateLimit<T>(GrpcRoutes<T>);
+
+impl<T: rls::rate_limit_service_server::RateLimitService>
+    tonic::server::UnaryService<rls::RateLimitRequest> for ShouldRateLimit<T>
+{
+    type Response = rls::RateLimitResponse;
+    type Future = tonic::codegen::BoxFuture<Response<Self::Response>, Status>;
+
+    fn call(&mut self, request: Request<rls::RateLimitRequest>) -> Self::Future {
+        let routes = self.0.clone();
+        Box::pin(async move { routes.0.rls.should_rate_limit(request).await })
     }
 }
 
@@ -200,13 +229,13 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let path = req.uri().path();
         if path == rls_call::PATH {
-            let call = ShouldRateLimit(self.rls.clone());
-            let mut grpc = tonic::server::Grpc::new(self.codec.clone());
+            let call = ShouldRateLimit(self.clone());
+            let mut grpc = tonic::server::Grpc::new(self.0.codec.clone());
             Box::pin(async move { Ok(grpc.unary(call, req).await) })
         } else if is_rls_path(path) {
-            self.rls_server.call(req)
+            self.0.rls_server.clone().call(req)
         } else {
-            Box::pin(self.rest.call(req))
+            Box::pin(self.0.rest.clone().call(req))
         }
     }
 }
@@ -297,7 +326,7 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
         let Some(ticket) = conns.gate.admit() else {
             continue;
         };
-        let routes = routes.clone();
+        let routes = routes.for_connection();
         let shutdown = shutdown.clone();
         let tls = tls.as_ref().map(|t| t.load_full());
         let thread = threads.least_busy();

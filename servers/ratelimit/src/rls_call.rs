@@ -7,19 +7,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use bytes::Buf;
+use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
-use tonic::{Request, Response, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::limits::{RequestLimits, TooLarge};
-use crate::pb::rls::{self, rate_limit_service_server::RateLimitService};
+use crate::pb::rls;
 
 /// `/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`.
 pub const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-/// The call's codec.
+/// The call's codec. Cloned for every call: keep one per connection
+/// ([`LimitedCodec::for_connection`]), so that the count a clone bumps is that
+/// connection's, not one that every connection thread shares.
 #[derive(Clone)]
-pub struct LimitedCodec {
+pub struct LimitedCodec(Arc<CodecSettings>);
+
+struct CodecSettings {
     limits: RequestLimits,
     /// Where refused requests are counted (`ShouldRateLimit.service_error`).
     refused: Arc<AtomicU64>,
@@ -28,7 +32,12 @@ pub struct LimitedCodec {
 impl LimitedCodec {
     /// A codec that refuses requests over `limits`, counting them in `refused`.
     pub fn new(limits: RequestLimits, refused: Arc<AtomicU64>) -> Self {
-        LimitedCodec { limits, refused }
+        LimitedCodec(Arc::new(CodecSettings { limits, refused }))
+    }
+
+    /// The same codec for one connection.
+    pub fn for_connection(&self) -> Self {
+        Self::new(self.0.limits, self.0.refused.clone())
     }
 }
 
@@ -64,17 +73,17 @@ impl Decoder for LimitedDecoder {
         if buf.remaining() <= CHECKED_AFTER_DECODING {
             let request = self.inner.decode(buf)?;
             if let Some(r) = &request {
-                self.refuse(self.codec.limits.check_pb(r))?;
+                self.refuse(self.codec.0.limits.check_pb(r))?;
             }
             return Ok(request);
         }
         // tonic hands over the whole message in one buffer; one in pieces is joined first.
         if let Some(message) = buf.chunk().get(..buf.remaining()) {
-            self.refuse(self.codec.limits.check_encoded(message))?;
+            self.refuse(self.codec.0.limits.check_encoded(message))?;
             return self.inner.decode(buf);
         }
         let message = buf.copy_to_bytes(buf.remaining());
-        self.refuse(self.codec.limits.check_encoded(&message))?;
+        self.refuse(self.codec.0.limits.check_encoded(&message))?;
         prost::Message::decode(message)
             .map(Some)
             .map_err(|e| Status::internal(e.to_string()))
@@ -93,24 +102,9 @@ const CHECKED_AFTER_DECODING: usize = 16 << 10;
 impl LimitedDecoder {
     fn refuse(&self, check: Result<(), TooLarge>) -> Result<(), Status> {
         check.map_err(|e| {
-            self.codec.refused.fetch_add(1, Relaxed);
+            self.codec.0.refused.fetch_add(1, Relaxed);
             // What grpc-go answers for a message over its size limit.
             Status::resource_exhausted(e.to_string())
         })
-    }
-}
-
-/// The service's `ShouldRateLimit`, as tonic's unary call runs it.
-pub struct ShouldRateLimit<T>(pub Arc<T>);
-
-impl<T: RateLimitService> tonic::server::UnaryService<rls::RateLimitRequest>
-    for ShouldRateLimit<T>
-{
-    type Response = rls::RateLimitResponse;
-    type Future = tonic::codegen::BoxFuture<Response<Self::Response>, Status>;
-
-    fn call(&mut self, request: Request<rls::RateLimitRequest>) -> Self::Future {
-        let service = self.0.clone();
-        Box::pin(async move { service.should_rate_limit(request).await })
     }
 }
