@@ -132,7 +132,7 @@ type RlsServer<T> = rls::rate_limit_service_server::RateLimitServiceServer<T>;
 /// path (health checks, unknown services: `UNIMPLEMENTED`) goes through tonic's `Routes`.
 /// `Routes` finds a service with axum's router, which parses the path into parameters on
 /// each call. Skipping it took about 4,100 of the ~52,500 instructions a decision cost the
-/// whole server (callgrind, docs/benchmarks.md tenth session), for a choice a prefix test
+/// whole server (callgrind, docs/benchmarks.md), for a choice a prefix test
 /// makes.
 pub struct GrpcRoutes<T>(Arc<Routing<T>>);
 

@@ -63,21 +63,10 @@ fn receiver() -> (u16, mpsc::Receiver<(String, ExportTraceServiceRequest)>) {
 
 #[test]
 fn a_span_per_decision_with_a_store_child() {
-    let (port, rx) = receiver();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let srv = start(
-        &[(
-            "rl.yaml",
-            "domain: rl\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n",
-        )],
-        &[
-            ("TRACING_ENABLED", "true"),
-            ("TRACING_SERVICE_NAME", "rl-under-test"),
-            ("TRACING_SERVICE_NAMESPACE", "tests"),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    );
+    let (srv, rx) = traced_server(&[
+        ("TRACING_SERVICE_NAME", "rl-under-test"),
+        ("TRACING_SERVICE_NAMESPACE", "tests"),
+    ]);
     let r = post_json(
         srv.http,
         r#"{"domain":"rl","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}"#,
@@ -140,20 +129,24 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A server exporting to a receiver of this test, quickly.
-fn traced_server() -> (Server, mpsc::Receiver<(String, ExportTraceServiceRequest)>) {
+/// A server exporting to a receiver of this test, quickly, with `extra` settings.
+fn traced_server(
+    extra: &[(&str, &str)],
+) -> (Server, mpsc::Receiver<(String, ExportTraceServiceRequest)>) {
     let (port, rx) = receiver();
     let endpoint = format!("http://127.0.0.1:{port}");
+    let mut env = vec![
+        ("TRACING_ENABLED", "true"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    env.extend_from_slice(extra);
     let srv = start(
         &[(
             "rl.yaml",
             "domain: rl\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n",
         )],
-        &[
-            ("TRACING_ENABLED", "true"),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
+        &env,
     );
     (srv, rx)
 }
@@ -221,7 +214,7 @@ const PARENT: &str = "00f067aa0ba902b7";
 
 #[tokio::test]
 async fn grpc_decision_continues_a_w3c_trace() {
-    let (srv, rx) = traced_server();
+    let (srv, rx) = traced_server(&[]);
     let ch = channel(&srv.grpc).await;
     grpc_call(
         &ch,
@@ -242,7 +235,7 @@ async fn grpc_decision_continues_a_w3c_trace() {
 
 #[tokio::test]
 async fn grpc_decision_continues_a_b3_trace() {
-    let (srv, rx) = traced_server();
+    let (srv, rx) = traced_server(&[]);
     let ch = channel(&srv.grpc).await;
     let single_trace = "80f198ee56343ba864fe8b2a57d3eff7";
     let single_span = "e457b5a2e4d86bd1";
@@ -295,7 +288,7 @@ async fn grpc_decision_continues_a_b3_trace() {
 
 #[tokio::test]
 async fn malformed_trace_headers_give_a_root_span_and_the_call_succeeds() {
-    let (srv, rx) = traced_server();
+    let (srv, rx) = traced_server(&[]);
     let ch = channel(&srv.grpc).await;
     grpc_call(&ch, "bad-w3c", &[("traceparent", "00-not-a-trace-id-01")]).await;
     grpc_call(
@@ -313,7 +306,7 @@ async fn malformed_trace_headers_give_a_root_span_and_the_call_succeeds() {
 
 #[test]
 fn json_decision_continues_the_callers_trace() {
-    let (srv, rx) = traced_server();
+    let (srv, rx) = traced_server(&[]);
     let r = request_with(
         srv.http,
         "POST",

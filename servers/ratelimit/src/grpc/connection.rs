@@ -90,7 +90,7 @@ pub(super) type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// stream, made every request a task of its own: spawned, stolen by the other worker,
 /// woken across threads when its answer was ready, then waking the connection's task to
 /// write it. Run inside the connection's task instead, a request costs the server 0.53–0.77×
-/// the CPU (docs/benchmarks.md, eighth session). Streams still wait concurrently (on the
+/// the CPU (docs/benchmarks.md). Streams still wait concurrently (on the
 /// store, say); what a connection gives up is running two decisions on two cores at once,
 /// and a client with more load than one core can decide opens more connections (Envoy has
 /// one per worker thread).
@@ -129,7 +129,7 @@ where
 /// their answers come back while the thread is still busy: Redis and the client work
 /// alongside the thread rather than in turn. On Redis, 64 streams over 2 connections ran at
 /// 1.10-1.38x the rate of starting a whole batch at once, 1 connection at 1.25-1.45x, for the
-/// same CPU per decision; 8 and 32 did less well (docs/benchmarks.md, twelfth session).
+/// same CPU per decision; 8 and 32 did less well (docs/benchmarks.md).
 pub(super) const STREAMS_PER_PASS: usize = 16;
 
 /// Polls a connection and its streams, until the connection is done; tells `activity`
