@@ -1,9 +1,10 @@
 //! The GraphQL demo: a schema of invented `creature` records and a message store, built with
 //! juniper, meant to be read and extended (see docs/gql-extending.md).
 //!
-//! It serves `creatures`, `creature(name:)`, `creatureById(id:)` and the message example
-//! (`getMessage`, `createMessage`, `updateMessage`), applies depth, complexity and token
-//! limits while parsing, and turns every request into a JSON [`Reply`] with a [`Status`].
+//! It serves `creatures`, `creature(id:)` or `creature(name:)`, `creatureById(id:)` and the
+//! message example (`getMessage`, `createMessage`, `updateMessage`), applies depth,
+//! complexity and token limits while parsing, and turns every request into a JSON [`Reply`]
+//! with a [`Status`].
 //! It deliberately does no I/O and knows no transport: `servers/gql` owns HTTP, the
 //! explorer page and request size limits. The one entry point is [`Demo::execute`].
 //!
@@ -34,7 +35,7 @@ pub use data::{
 };
 pub use exec::{Limits, OperationPolicy, Reply, Request, Status};
 pub use messages::{Message, MessageError, MessageInput, MessageStore, StoreLimits};
-pub use schema::{Context, Mutation, Query, Schema, schema};
+pub use schema::{Context, LookupError, Mutation, Query, Schema, schema};
 
 /// Why data could not be loaded or a request could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use juniper::{EmptySubscription, ID, RootNode, graphql_object};
+use juniper::{
+    EmptySubscription, FieldError, ID, IntoFieldError, RootNode, ScalarValue, graphql_object,
+    graphql_value,
+};
 
 use crate::{
     data::{Attacks, Creature, Dataset, Dimension, Evolution},
@@ -35,12 +38,22 @@ impl Query {
         context.data.creatures()
     }
 
-    /// The creature with exactly this name (case-sensitive), or null.
-    fn creature(context: &Context, name: String) -> Option<&Creature> {
-        context.data.by_name(&name)
+    /// The creature with this id ("7" also finds "007") or exactly this name (case-sensitive),
+    /// or null. Give exactly one of the two.
+    fn creature(
+        context: &Context,
+        id: Option<ID>,
+        name: Option<String>,
+    ) -> Result<Option<&Creature>, LookupError> {
+        match (id, name) {
+            (Some(id), None) => Ok(context.data.by_id(&id)),
+            (None, Some(name)) => Ok(context.data.by_name(&name)),
+            (Some(_), Some(_)) => Err(LookupError::Both),
+            (None, None) => Err(LookupError::Neither),
+        }
     }
 
-    /// The creature with this id ("7" also finds "007"), or null.
+    /// The creature with this id ("7" also finds "007"), or null. Same as `creature(id:)`.
     fn creature_by_id(context: &Context, id: ID) -> Option<&Creature> {
         context.data.by_id(&id)
     }
@@ -48,6 +61,25 @@ impl Query {
     /// A message stored by `createMessage`; an unknown id is an error.
     fn get_message(context: &Context, id: ID) -> Result<Option<Message>, MessageError> {
         context.messages.get(&id).map(Some)
+    }
+}
+
+/// Why `creature` could not choose how to look up: it takes exactly one of `id` and `name`.
+/// Both arguments are nullable in the schema, so only the resolver can tell; an explicit
+/// `null` (or an unset variable) counts as not given.
+#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LookupError {
+    /// Both `id` and `name` were given.
+    #[error("creature takes exactly one of \"id\" and \"name\"; both were given")]
+    Both,
+    /// Neither was given.
+    #[error("creature takes exactly one of \"id\" and \"name\"; neither was given")]
+    Neither,
+}
+
+impl<S: ScalarValue> IntoFieldError<S> for LookupError {
+    fn into_field_error(self) -> FieldError<S> {
+        FieldError::new(self, graphql_value!({ "code": "INVALID_ARGUMENTS" }))
     }
 }
 

@@ -78,6 +78,69 @@ fn finds_by_name_and_id_and_answers_null_for_unknown() {
 }
 
 #[test]
+fn creature_looks_up_by_id_or_by_name() {
+    let demo = Demo::builtin();
+    let reply = run(
+        &demo,
+        r#"{ a: creature(id: "001") { id name }
+             b: creature(id: "7") { name }
+             c: creature(id: "999") { name }
+             d: creature(name: "Cindle") { id }
+             e: creature(id: null, name: "Pebbit") { id } }"#,
+    );
+    assert_eq!(reply.status, Status::Ok, "{}", reply.body);
+    assert_eq!(
+        reply.json()["data"],
+        json!({
+            "a": {"id": "001", "name": "Cindle"},
+            "b": {"name": "Pebbit"},
+            "c": null,
+            "d": {"id": "001"},
+            "e": {"id": "007"},
+        })
+    );
+    // One query serves both lookups: the unset variable counts as not given.
+    let query = "query($id: ID, $name: String) { creature(id: $id, name: $name) { name } }";
+    let by_id = run_with(&demo, json!({"query": query, "variables": {"id": "2"}}));
+    assert_eq!(by_id.json()["data"]["creature"]["name"], "Emberhound");
+    let by_name = run_with(
+        &demo,
+        json!({"query": query, "variables": {"name": "Pyrewolf"}}),
+    );
+    assert_eq!(by_name.json()["data"]["creature"]["name"], "Pyrewolf");
+}
+
+#[test]
+fn creature_needs_exactly_one_of_id_and_name() {
+    let demo = Demo::builtin();
+    for (query, expected) in [
+        (
+            r#"{ creature(id: "001", name: "Cindle") { id } }"#,
+            r#"creature takes exactly one of "id" and "name"; both were given"#,
+        ),
+        (
+            "{ creature { id } }",
+            r#"creature takes exactly one of "id" and "name"; neither was given"#,
+        ),
+        (
+            "{ creature(id: null, name: null) { id } }",
+            r#"creature takes exactly one of "id" and "name"; neither was given"#,
+        ),
+    ] {
+        let reply = run(&demo, query);
+        // A field error, as for any resolver: the document is valid GraphQL.
+        assert_eq!(reply.status, Status::Ok, "{}", reply.body);
+        let body = reply.json();
+        assert_eq!(body["data"], json!({"creature": null}), "{query}");
+        let error = &body["errors"][0];
+        assert_eq!(error["message"], expected, "{query}");
+        assert_eq!(error["extensions"]["code"], "INVALID_ARGUMENTS");
+        assert_eq!(error["path"], json!(["creature"]));
+        assert_eq!(error["locations"][0], json!({"line": 1, "column": 3}));
+    }
+}
+
+#[test]
 fn evolution_links_resolve_to_full_records() {
     let demo = Demo::builtin();
     let reply = run(
@@ -222,12 +285,12 @@ fn bad_documents_are_rejected_with_locations() {
         json!({"line": 1, "column": 24})
     );
 
-    let missing_arg = run(&demo, "{ creature { id } }");
-    assert_eq!(missing_arg.status, Status::BadRequest);
+    let unknown_arg = run(&demo, r#"{ creature(nickname: "x") { id } }"#);
+    assert_eq!(unknown_arg.status, Status::BadRequest);
     assert!(
-        message(&missing_arg).contains("name"),
+        message(&unknown_arg).contains("nickname"),
         "{}",
-        missing_arg.body
+        unknown_arg.body
     );
 
     let no_query = demo.execute(&Request::default(), OperationPolicy::All);
@@ -398,7 +461,7 @@ fn sdl_shows_the_documented_schema() {
     let sdl = Demo::builtin().sdl();
     for line in [
         "creatures: [Creature!]!",
-        "creature(name: String!): Creature",
+        "creature(id: ID, name: String): Creature",
         "creatureById(id: ID!): Creature",
         "getMessage(id: ID!): Message\n",
         "createMessage(input: MessageInput): Message\n",

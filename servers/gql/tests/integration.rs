@@ -760,7 +760,10 @@ async fn the_binary_reports_bad_settings_and_prints_the_schema() {
         .unwrap();
     assert!(out.status.success());
     let sdl = String::from_utf8_lossy(&out.stdout);
-    assert!(sdl.contains("creature(name: String!): Creature"), "{sdl}");
+    assert!(
+        sdl.contains("creature(id: ID, name: String): Creature"),
+        "{sdl}"
+    );
 
     let out = tokio::process::Command::new(BIN)
         .arg("--help")

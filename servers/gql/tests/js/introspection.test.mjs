@@ -40,7 +40,7 @@ test('introspection builds a client schema with the documented types', async () 
   const sdl = printSchema(schema);
   for (const line of [
     'creatures: [Creature!]!',
-    'creature(name: String!): Creature',
+    'creature(id: ID, name: String): Creature',
     'creatureById(id: ID!): Creature',
     'getMessage(id: ID!): Message',
     'createMessage(input: MessageInput): Message',
@@ -77,6 +77,7 @@ const good = [
   '{ creatures { id name } }',
   '{ creature(name: "Cragmammoth") { id weight { minimum maximum } attacks { fast { name type damage } special { name } } evolutions { id name } } }',
   'query ($id: ID!) { creatureById(id: $id) { name evolutions { creature { name } } } }',
+  'query ($id: ID) { creature(id: $id) { name } }',
   'query ($id: ID!) { getMessage(id: $id) { id content author } }',
   'mutation ($input: MessageInput) { createMessage(input: $input) { id content author } }',
   'mutation { updateMessage(id: "1", input: { content: "x", author: "y" }) { id } }',
@@ -85,7 +86,8 @@ const good = [
 
 const bad = [
   ['{ creatures { weight { foo } } }', /Cannot query field "foo" on type "Dimension"/],
-  ['{ creature { id } }', /argument "name" of type "String!" is required/],
+  ['{ creature(nickname: "x") { id } }', /Unknown argument "nickname" on field "Query.creature"/],
+  ['{ creature(id: 1.5) { id } }', /ID cannot represent a non-string and non-integer value/],
   ['{ creature(name: 5) { id } }', /String cannot represent a non string value/],
   ['{ creatures }', /must have a selection of subfields/],
   ['mutation { createMessage(input: { text: "x" }) { id } }', /Field "text" is not defined by type "MessageInput"/],
@@ -115,6 +117,25 @@ test('graphql-js and the server both reject the bad queries with locations', asy
     assert.equal(status, 400, `${query}: ${JSON.stringify(body)}`);
     assert.ok(body.errors.length > 0 && body.errors[0].message, query);
     assert.equal(body.data, undefined);
+  }
+});
+
+test('creature takes exactly one of id and name: graphql-js validates both, the resolver checks', async () => {
+  assert.ok(schema);
+  const byId = await post(server.url, { query: '{ creature(id: "016") { name } }' });
+  assert.deepEqual(byId.body, { data: { creature: { name: 'Sparkit' } } });
+  for (const [query, given] of [
+    ['{ creature(id: "016", name: "Sparkit") { id } }', 'both were given'],
+    ['{ creature { id } }', 'neither was given'],
+  ]) {
+    // Both arguments are nullable, so the document is valid for any GraphQL client...
+    assert.deepEqual(validate(schema, parse(query)), [], query);
+    // ...and the server answers a field error, not a rejected request.
+    const { status, body } = await post(server.url, { query });
+    assert.equal(status, 200, JSON.stringify(body));
+    assert.deepEqual(body.data, { creature: null });
+    assert.equal(body.errors[0].message, `creature takes exactly one of "id" and "name"; ${given}`);
+    assert.equal(body.errors[0].extensions.code, 'INVALID_ARGUMENTS');
   }
 });
 
