@@ -7,7 +7,7 @@ use juniper::{GraphQLError, InputValue, OperationType, ValidatedOperation, parse
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use crate::{Demo, Error};
+use crate::{Demo, Error, cycles};
 
 /// Document limits, checked while parsing, before validation or execution.
 ///
@@ -190,12 +190,20 @@ pub struct Reply {
 
 impl Reply {
     fn error(status: Status, message: impl Into<String>) -> Self {
+        Self::failure(status, message.into(), None)
+    }
+
+    fn coded_error(status: Status, message: &str, code: &str) -> Self {
+        Self::failure(status, message.into(), Some(json!({ "code": code })))
+    }
+
+    fn failure(status: Status, message: String, extensions: Option<Json>) -> Self {
         let failure = Failure {
             errors: vec![ErrorOut {
-                message: message.into(),
+                message,
                 locations: None,
                 path: None,
-                extensions: None,
+                extensions,
             }],
         };
         Self {
@@ -276,8 +284,22 @@ impl Demo {
         let operation =
             match ValidatedOperation::new(query, request.operation_name.as_deref(), &self.schema) {
                 Ok(operation) => operation,
+                Err(GraphQLError::ValidationError(errors)) => {
+                    let errors = cycles::reword(errors, query, &self.schema);
+                    return self.rejected(&GraphQLError::ValidationError(errors));
+                }
                 Err(e) => return self.rejected(&e),
             };
+        // The schema has no subscription root, so juniper's validation skips the fields of a
+        // subscription and would only refuse it at execution, in juniper's words. The message
+        // is graphql-http's, checked, as there, after validation and before the GET rule.
+        if operation.operation_type() == OperationType::Subscription {
+            return Reply::coded_error(
+                Status::BadRequest,
+                "Subscriptions are not supported",
+                "SUBSCRIPTIONS_NOT_SUPPORTED",
+            );
+        }
         if operation.operation_type() == OperationType::Mutation
             && policy == OperationPolicy::QueriesOnly
         {

@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use crate::{Dataset, Demo, OperationPolicy, Reply, Request, Settings, StoreLimits};
+use crate::{Dataset, Demo, OperationPolicy, Reply, Request, Settings, StoreLimits, cycles};
 
 static DEMO: LazyLock<Demo> = LazyLock::new(|| {
     // A small store keeps a long fuzzing run from growing memory through mutations.
@@ -28,9 +28,19 @@ pub fn query(data: &[u8]) -> Option<Reply> {
     };
     let reply = DEMO.execute(&request, OperationPolicy::All);
     // The server sends the body as is: it must always be a JSON object.
+    let body = reply.json();
     assert!(
-        reply.json().is_object(),
+        body.is_object(),
         "reply is not a JSON object: {}",
+        reply.body
+    );
+    // Every cycle juniper finds is found again and reworded by cycles.rs.
+    let errors = body["errors"].as_array().map_or(&[][..], Vec::as_slice);
+    assert!(
+        !errors.iter().any(|e| e["message"]
+            .as_str()
+            .is_some_and(cycles::is_juniper_cycle_message)),
+        "a fragment cycle kept juniper's wording: {}",
         reply.body
     );
     Some(reply)

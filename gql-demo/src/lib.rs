@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cycles;
 mod data;
 mod exec;
 pub mod fuzz;

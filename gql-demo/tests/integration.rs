@@ -321,6 +321,124 @@ fn bad_documents_are_rejected_with_locations() {
 }
 
 #[test]
+fn subscriptions_are_not_supported() {
+    let demo = Demo::builtin();
+    let document = "subscription Watch { creatures { id } } query Read { creatures { id } }";
+    for policy in [OperationPolicy::All, OperationPolicy::QueriesOnly] {
+        let request = Request::from_json(
+            json!({"query": document, "operationName": "Watch"})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        let reply = demo.execute(&request, policy);
+        assert_eq!(reply.status, Status::BadRequest, "{}", reply.body);
+        assert_eq!(
+            reply.json(),
+            json!({"errors": [{
+                "message": "Subscriptions are not supported",
+                "extensions": {"code": "SUBSCRIPTIONS_NOT_SUPPORTED"},
+            }]})
+        );
+    }
+    let plain = run(&demo, "subscription { creatures { id } }");
+    assert_eq!(message(&plain), "Subscriptions are not supported");
+    let read = run_with(&demo, json!({"query": document, "operationName": "Read"}));
+    assert_eq!(read.status, Status::Ok, "the other operation still runs");
+}
+
+/// The locations of a reply's errors as (line, column) pairs.
+fn locations(error: &Value) -> Vec<(u64, u64)> {
+    error["locations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| (l["line"].as_u64().unwrap(), l["column"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn fragment_cycles_name_the_whole_cycle() {
+    let demo = Demo::builtin();
+    let itself = run(
+        &demo,
+        "fragment A on Creature { ...A } { creatures { ...A } }",
+    );
+    assert_eq!(itself.status, Status::BadRequest);
+    assert_eq!(
+        message(&itself),
+        r#"Cannot spread fragment "A" within itself."#
+    );
+    assert_eq!(locations(&itself.json()["errors"][0]), [(1, 26)]);
+
+    let via_one = run(
+        &demo,
+        "fragment A on Creature { ...B } fragment B on Creature { ...A } { creatures { ...A } }",
+    );
+    assert_eq!(
+        message(&via_one),
+        r#"Cannot spread fragment "A" within itself via "B"."#
+    );
+    assert_eq!(
+        locations(&via_one.json()["errors"][0]),
+        [(1, 26), (1, 58)],
+        "every spread on the cycle"
+    );
+
+    // Spreads nested in fields and inline fragments are on the cycle too.
+    let nested = run(
+        &demo,
+        "{ creatures { ...A } }
+         fragment A on Creature { name evolutions { creature { ...B } } }
+         fragment B on Creature { ... on Creature { ...C } }
+         fragment C on Creature { id ...A }",
+    );
+    assert_eq!(
+        message(&nested),
+        r#"Cannot spread fragment "A" within itself via "B", "C"."#,
+        "{}",
+        nested.body
+    );
+    assert_eq!(nested.json()["errors"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn fragment_cycles_are_each_reported_beside_other_errors() {
+    let demo = Demo::builtin();
+    let reply = run(
+        &demo,
+        "{ creatures { ...A } nope }
+         fragment A on Creature { ...B ...C }
+         fragment B on Creature { ...A }
+         fragment C on Creature { ...A }",
+    );
+    assert_eq!(reply.status, Status::BadRequest);
+    let body = reply.json();
+    let messages: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            r#"Unknown field "nope" on type "Query""#,
+            r#"Cannot spread fragment "A" within itself via "B"."#,
+            r#"Cannot spread fragment "A" within itself via "C"."#,
+        ]
+    );
+    // Spreads of an unknown fragment are not cycles; a fragment that spreads one only once
+    // is not a cycle either.
+    let unknown = run(
+        &demo,
+        "{ creatures { ...A } } fragment A on Creature { ...Nope ...B ...B } fragment B on Creature { id }",
+    );
+    assert_eq!(message(&unknown), r#"Unknown fragment: "Nope""#);
+    assert_eq!(unknown.json()["errors"].as_array().unwrap().len(), 1);
+}
+
+#[test]
 fn request_bodies_are_checked() {
     for (body, expected) in [
         (&b"{"[..], "not valid JSON"),
