@@ -1,24 +1,21 @@
 //! The server over real sockets on 127.0.0.1: `serve` in-process, and the real binary.
 
-use std::{
-    net::SocketAddr,
-    path::PathBuf,
-    process::Stdio,
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Duration,
-};
+mod common;
 
+use std::{net::SocketAddr, time::Duration};
+
+use common::{
+    BIN, Binary, LIMIT, Reply, exchange, fake_assets, get_query, parse, post_json, request,
+};
 use gql_server::{Assets, Settings, serve};
 use serde_json::{Value, json};
 use tokio::{
-    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::oneshot,
     task::JoinHandle,
     time::timeout,
 };
-
-const LIMIT: Duration = Duration::from_secs(20);
 
 struct Server {
     addr: SocketAddr,
@@ -49,107 +46,6 @@ impl Server {
             .unwrap()
             .unwrap();
     }
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-}
-
-/// Sends one raw HTTP/1.1 request (the caller adds `Connection: close`) and reads the reply.
-async fn exchange(addr: SocketAddr, raw: &[u8]) -> Reply {
-    timeout(LIMIT, async {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(raw).await.unwrap();
-        let mut bytes = Vec::new();
-        stream.read_to_end(&mut bytes).await.unwrap();
-        parse(&bytes)
-    })
-    .await
-    .expect("reply in time")
-}
-
-fn parse(bytes: &[u8]) -> Reply {
-    let text = String::from_utf8_lossy(bytes);
-    let (head, body) = text.split_once("\r\n\r\n").expect("a full HTTP reply");
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    Reply {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
-
-async fn request(
-    addr: SocketAddr,
-    method: &str,
-    target: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Reply {
-    let mut raw = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        raw.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() || method == "POST" {
-        raw.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    raw.push_str("\r\n");
-    let mut raw = raw.into_bytes();
-    raw.extend_from_slice(body);
-    exchange(addr, &raw).await
-}
-
-async fn post_json(addr: SocketAddr, body: Value) -> Reply {
-    request(
-        addr,
-        "POST",
-        "/graphql",
-        &[("Content-Type", "application/json")],
-        body.to_string().as_bytes(),
-    )
-    .await
-}
-
-async fn get_query(addr: SocketAddr, query: &str) -> Reply {
-    let encoded: String = form_urlencoded::Serializer::new(String::new())
-        .append_pair("query", query)
-        .finish();
-    request(
-        addr,
-        "GET",
-        &format!("/graphql?{encoded}"),
-        &[("Accept", "application/json")],
-        b"",
-    )
-    .await
 }
 
 #[tokio::test]
@@ -517,31 +413,6 @@ async fn slow_body_times_out() {
     server.stop().await;
 }
 
-static DIRS: AtomicUsize = AtomicUsize::new(0);
-
-/// A stand-in `node_modules` with the four files the page loads.
-fn fake_assets() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "gql-assets-{}-{}",
-        std::process::id(),
-        DIRS.fetch_add(1, Ordering::Relaxed)
-    ));
-    for (file, text) in [
-        ("react/umd/react.production.min.js", "/* react */"),
-        (
-            "react-dom/umd/react-dom.production.min.js",
-            "/* react-dom */",
-        ),
-        ("graphiql/graphiql.min.js", "/* graphiql */"),
-        ("graphiql/graphiql.min.css", "/* css */"),
-    ] {
-        let path = dir.join(file);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
-}
-
 #[tokio::test]
 async fn explorer_page_uses_cdn_by_default() {
     let server = Server::start(Settings::default()).await;
@@ -671,8 +542,6 @@ async fn shutdown_stops_accepting() {
     assert!(TcpStream::connect(addr).await.is_err());
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_gql-demo");
-
 #[tokio::test]
 async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
     let dir = fake_assets();
@@ -682,28 +551,15 @@ async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
         r#"[{"id": "1", "name": "Testling", "weight": {"minimum": "1kg", "maximum": "2kg"}}]"#,
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(BIN)
-        .env("PORT", "0")
-        .env("GQL_ASSETS_DIR", &dir)
-        .env("GQL_DATA", &data)
-        .arg("--max-depth=4")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = timeout(LIMIT, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let url = line.rsplit(' ').next().unwrap();
-    let addr: SocketAddr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/graphql")
-        .parse()
-        .unwrap();
+    let binary = Binary::start(
+        &[
+            ("GQL_ASSETS_DIR", dir.to_str().unwrap()),
+            ("GQL_DATA", data.to_str().unwrap()),
+        ],
+        &["--max-depth=4"],
+    )
+    .await;
+    let addr = binary.addr;
     let reply = post_json(addr, json!({"query": "{ creatures { name } }"})).await;
     assert_eq!(
         reply.body,
@@ -720,15 +576,7 @@ async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
         page.body
             .contains("/graphql/assets/react/umd/react.production.min.js")
     );
-
-    let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = timeout(LIMIT, child.wait()).await.unwrap().unwrap();
-    assert!(status.success(), "graceful exit on SIGTERM: {status:?}");
+    binary.stop().await;
     std::fs::remove_dir_all(dir).unwrap();
 }
 
