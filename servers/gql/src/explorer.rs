@@ -9,6 +9,7 @@
 use std::{collections::HashMap, path::Path};
 
 use bytes::Bytes;
+use gql_demo::Request;
 
 use crate::{ServerError, settings::Assets};
 
@@ -47,11 +48,17 @@ const FILES: [(&str, &str, &str, &str); 4] = [
 const DEFAULT_QUERY: &str = "# Press the run button (or Ctrl-Enter) to send this query.\n\
 {\n  creatures {\n    id\n    name\n  }\n}\n";
 
-/// The rendered page plus, for a local directory, the asset bytes held in memory (four
-/// files, about 1.5 MB), so that no request path ever reaches the file system.
+/// Marks where a request's document goes in the rendered page; it is not valid JSON, so it
+/// cannot be mistaken for a prefill.
+const PREFILL_SLOT: &str = "@@prefill@@";
+
+/// The rendered page, cut where a request's document goes, plus, for a local directory, the
+/// asset bytes held in memory (four files, about 1.5 MB), so that no request path ever
+/// reaches the file system.
 #[derive(Debug)]
 pub struct Explorer {
-    page: Bytes,
+    before_prefill: String,
+    after_prefill: String,
     files: HashMap<String, (Bytes, &'static str)>,
 }
 
@@ -76,15 +83,28 @@ impl Explorer {
             }
         }
         let page = render(&urls[0], &urls[1], &urls[2], &urls[3]);
+        let (before, after) = page
+            .split_once(PREFILL_SLOT)
+            .expect("the page template has a prefill slot");
         Ok(Self {
-            page: Bytes::from(page),
+            before_prefill: before.to_owned(),
+            after_prefill: after.to_owned(),
             files,
         })
     }
 
-    /// The HTML page.
-    pub fn page(&self) -> Bytes {
-        self.page.clone()
+    /// The HTML page, its editors filled with the document, variables and operation name of
+    /// `request` (as express-graphql does for a browser's `GET /graphql?query=...`); an empty
+    /// request shows the default query. Nothing runs until the user presses run.
+    pub fn page(&self, request: &Request) -> Bytes {
+        let prefill = prefill_json(request);
+        let mut page = String::with_capacity(
+            self.before_prefill.len() + prefill.len() + self.after_prefill.len(),
+        );
+        page.push_str(&self.before_prefill);
+        page.push_str(&prefill);
+        page.push_str(&self.after_prefill);
+        Bytes::from(page)
     }
 
     /// A local asset by its path below [`ASSETS_PREFIX`]; only the page's files exist.
@@ -103,6 +123,36 @@ fn read_asset(dir: &Path, relative: &str) -> Result<Bytes, ServerError> {
             path.display()
         ))
     })
+}
+
+/// The request's fields as GraphiQL's props want them (`variables` as text), in JSON that is
+/// safe inside a `<script>` element: `<`, `>` and `&` only ever occur inside JSON strings,
+/// where their `\u` escapes mean the same, so no `</script>` or `<!--` from a URL can end or
+/// confuse the element. U+2028 and U+2029 are escaped for older JavaScript parsers.
+fn prefill_json(request: &Request) -> String {
+    let mut prefill = serde_json::Map::new();
+    if let Some(query) = request.query.as_deref().filter(|q| !q.trim().is_empty()) {
+        prefill.insert("query".into(), query.into());
+    }
+    match &request.variables {
+        Some(serde_json::Value::String(text)) => {
+            prefill.insert("variables".into(), text.as_str().into());
+        }
+        Some(value) if !value.is_null() => {
+            prefill.insert("variables".into(), value.to_string().into());
+        }
+        _ => {}
+    }
+    if let Some(name) = &request.operation_name {
+        prefill.insert("operationName".into(), name.as_str().into());
+    }
+    serde_json::Value::Object(prefill)
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 fn render(react: &str, react_dom: &str, graphiql: &str, css: &str) -> String {
@@ -134,6 +184,7 @@ fn render(react: &str, react_dom: &str, graphiql: &str, css: &str) -> String {
 </head>
 <body>
 <div id="graphiql">Loading the explorer…</div>
+<script id="gql-demo-prefill" type="application/json">{PREFILL_SLOT}</script>
 <script>
 (function () {{
   var root = document.getElementById('graphiql');
@@ -145,10 +196,15 @@ fn render(react: &str, react_dom: &str, graphiql: &str, css: &str) -> String {
     return;
   }}
   var fetcher = GraphiQL.createFetcher({{ url: new URL('/graphql', window.location.href).href }});
+  // The document of a GET /graphql?query=... link; GraphiQL opens a tab for it.
+  var prefill = JSON.parse(document.getElementById('gql-demo-prefill').textContent);
   ReactDOM.createRoot(root).render(React.createElement(GraphiQL, {{
     fetcher: fetcher,
     defaultQuery: {default_query},
-    defaultEditorToolsVisibility: true
+    query: prefill.query,
+    variables: prefill.variables,
+    operationName: prefill.operationName,
+    defaultEditorToolsVisibility: prefill.variables ? 'variables' : true
   }}));
 }})();
 </script>
@@ -172,8 +228,11 @@ mod tests {
     #[test]
     fn cdn_page_pins_versions() {
         let explorer = Explorer::new(&Assets::Cdn("https://cdn.example/npm".into())).unwrap();
-        let page = String::from_utf8(explorer.page().to_vec()).unwrap();
+        let page = String::from_utf8(explorer.page(&Request::default()).to_vec()).unwrap();
         assert!(page.contains("https://cdn.example/npm/graphiql@3.9.0/graphiql.min.js"));
+        assert!(
+            page.contains(r#"<script id="gql-demo-prefill" type="application/json">{}</script>"#)
+        );
         assert!(page.contains("https://cdn.example/npm/react@18.3.1/umd/react.production.min.js"));
         assert!(explorer.asset("graphiql/graphiql.min.js").is_none());
     }
@@ -185,6 +244,29 @@ mod tests {
             .to_string();
         assert!(err.contains("react.production.min.js"), "{err}");
         assert!(err.contains("npm install"), "{err}");
+    }
+
+    #[test]
+    fn prefill_is_json_that_cannot_end_its_script() {
+        let request = Request::from_params([
+            ("query".into(), "{ a } </script><!-- & \u{2028}".into()),
+            ("variables".into(), r#"{"n": "</SCRIPT>"}"#.into()),
+            ("operationName".into(), "Op".into()),
+        ]);
+        let json = prefill_json(&request);
+        for forbidden in ['<', '>', '&', '\u{2028}'] {
+            assert!(!json.contains(forbidden), "{forbidden:?} in {json}");
+        }
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            back,
+            serde_json::json!({
+                "query": "{ a } </script><!-- & \u{2028}",
+                "variables": r#"{"n": "</SCRIPT>"}"#,
+                "operationName": "Op",
+            })
+        );
+        assert_eq!(prefill_json(&Request::from_query("  ")), "{}");
     }
 
     #[test]

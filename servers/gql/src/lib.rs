@@ -1,6 +1,7 @@
 //! HTTP shell of the GraphQL demo: `POST`/`GET /graphql` run requests through
-//! [`gql_demo::Demo`], and `GET /graphql` from a browser returns the GraphiQL explorer,
-//! whose assets come from a CDN or from a local directory so it also works offline.
+//! [`gql_demo::Demo`], and `GET /graphql` from a browser returns the GraphiQL explorer (with
+//! the URL's query in its editors), whose assets come from a CDN or from a local directory so
+//! it also works offline.
 //!
 //! This crate owns what is HTTP: routes, content types, status codes, request size and time
 //! limits, connection count, graceful shutdown. It deliberately holds no GraphQL logic (the
@@ -259,25 +260,12 @@ async fn graphql(app: Arc<App>, req: hyper::Request<Incoming>) -> Response {
     let query_string = req.uri().query().unwrap_or("").to_owned();
     match *req.method() {
         Method::GET | Method::HEAD => {
-            let has_query = params(&query_string).any(|(k, _)| k == "query");
-            if !has_query && wants_html(&req) {
-                return respond(
-                    StatusCode::OK,
-                    "text/html; charset=utf-8",
-                    app.explorer.page(),
-                );
-            }
-            if query_string.len() > app.max_body_bytes {
-                return json_error(
-                    StatusCode::URI_TOO_LONG,
-                    &format!(
-                        "query string is longer than {} bytes; send the query with POST",
-                        app.max_body_bytes
-                    ),
-                );
-            }
-            let request = Request::from_params(params(&query_string));
-            run(app, request, OperationPolicy::QueriesOnly).await
+            let mut response = get(app, &req, &query_string).await;
+            // The same URL answers HTML or JSON depending on Accept.
+            response
+                .headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("accept"));
+            response
         }
         Method::POST => {
             let media = media_type(&req);
@@ -315,6 +303,30 @@ async fn graphql(app: Arc<App>, req: hyper::Request<Incoming>) -> Response {
         }
         _ => method_not_allowed("GET, POST"),
     }
+}
+
+/// A browser (Accept has `text/html`) gets the explorer, with the URL's document in its
+/// editors; anyone else, or a URL with express-graphql's `raw` parameter, gets the query run.
+async fn get(app: Arc<App>, req: &hyper::Request<Incoming>, query_string: &str) -> Response {
+    if query_string.len() > app.max_body_bytes {
+        return json_error(
+            StatusCode::URI_TOO_LONG,
+            &format!(
+                "query string is longer than {} bytes; send the query with POST",
+                app.max_body_bytes
+            ),
+        );
+    }
+    let request = Request::from_params(params(query_string));
+    let raw = params(query_string).any(|(k, _)| k == "raw");
+    if wants_html(req) && !raw {
+        return respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            app.explorer.page(&request),
+        );
+    }
+    run(app, request, OperationPolicy::QueriesOnly).await
 }
 
 async fn read_body(app: &App, req: hyper::Request<Incoming>) -> Result<Bytes, Response> {

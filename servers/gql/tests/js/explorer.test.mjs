@@ -1,6 +1,8 @@
 // The explorer in Debian's headless Chromium, with GraphiQL served from the local
 // node_modules: the page loads with no outside request, runs a query, shows the answer, and
-// a screenshot of it is saved for a person to look at.
+// a screenshot of it is saved for a person to look at. A GET link with a query opens the
+// explorer with that query (and its variables) in the editors, and nothing in it runs as
+// script.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -110,4 +112,43 @@ test('explorer runs a query with local assets and shows the result', { timeout: 
 
   assert.deepEqual(outside, [], 'the page made no request outside the test server');
   assert.deepEqual(pageErrors, []);
+});
+
+test('a GET link with a query opens the explorer with it filled in, safely', { timeout: 90000 }, async () => {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  const dialogs = [];
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    return d.dismiss();
+  });
+  page.setDefaultTimeout(30000);
+  // A comment that would end the page's script if the server pasted it in unescaped.
+  const query = '{ creature(id: "16") { id name } } # </script><script>alert(1)</script>';
+  const variables = '{"unused": "</script>"}';
+  const link = new URL(server.url);
+  link.searchParams.set('query', query);
+  link.searchParams.set('variables', variables);
+  const response = await page.goto(link.href);
+  assert.match(response.headers()['content-type'], /text\/html/);
+  const editorText = (selector) =>
+    page.evaluate((s) => document.querySelector(s)?.CodeMirror.getValue() ?? null, selector);
+  await page.waitForFunction(
+    (q) => document.querySelector('.graphiql-query-editor .CodeMirror')?.CodeMirror.getValue() === q,
+    query,
+  );
+  // The first editor of the tools pane is the variables editor (the headers one follows).
+  assert.equal(await editorText('.graphiql-editor-tool .CodeMirror'), variables);
+
+  await page.click('.graphiql-execute-button');
+  await page.waitForFunction(() =>
+    (document.querySelector('.graphiql-response .CodeMirror')?.CodeMirror.getValue() ?? '').includes('Sparkit'),
+  );
+  const result = JSON.parse(await editorText('.graphiql-response .CodeMirror'));
+  assert.deepEqual(result, { data: { creature: { id: '016', name: 'Sparkit' } } });
+
+  assert.deepEqual(dialogs, [], 'nothing from the URL ran as script');
+  assert.deepEqual(outside, []);
+  assert.deepEqual(pageErrors, []);
+  await page.close();
 });
