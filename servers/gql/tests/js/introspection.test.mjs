@@ -139,6 +139,34 @@ test('creature takes exactly one of id and name: graphql-js validates both, the 
   }
 });
 
+test('fragment cycles get the same messages from graphql-js and the server', async () => {
+  assert.ok(schema);
+  for (const query of [
+    '{ creatures { ...A } } fragment A on Creature { id ...A }',
+    '{ creatures { ...A } } fragment A on Creature { ...B } fragment B on Creature { ...A }',
+    `{ creatures { ...A } }
+     fragment A on Creature { name evolutions { creature { ...B } } ...C }
+     fragment B on Creature { ... on Creature { ...C } }
+     fragment C on Creature { id ...A ...B }`,
+  ]) {
+    const cycles = (messages) => messages.filter((m) => m.startsWith('Cannot spread')).sort();
+    const expected = cycles(validate(schema, parse(query)).map((e) => e.message));
+    assert.ok(expected.length > 0, query);
+    const { status, body } = await post(server.url, { query });
+    assert.equal(status, 400);
+    assert.deepEqual(cycles(body.errors.map((e) => e.message)), expected, query);
+  }
+});
+
+test('a subscription is valid GraphQL here but the server does not run it', async () => {
+  assert.ok(schema);
+  const query = 'subscription { creatures { id } }';
+  assert.deepEqual(validate(schema, parse(query)), []);
+  const { status, body } = await post(server.url, { query });
+  assert.equal(status, 400);
+  assert.equal(body.errors[0].message, 'Subscriptions are not supported');
+});
+
 test('the answer has exactly the requested fields, in order', async () => {
   const { body } = await post(server.url, {
     query: '{ creature(name: "Sparkit") { name id } }',
