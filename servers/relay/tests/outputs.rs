@@ -23,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 mod expression_line;
+mod stalled_requests;
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake panel image";
 
