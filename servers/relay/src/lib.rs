@@ -55,12 +55,14 @@ pub struct Stats {
     pub rendered: AtomicU64,
     /// Messages that failed to render.
     pub failed: AtomicU64,
-    /// Events dropped because too many were already being rendered.
+    /// Events dropped because [`MAX_IN_FLIGHT`] requests were already being rendered.
     pub dropped: AtomicU64,
 }
 
-/// Events rendered at the same time, at most; more are dropped (and counted) so a burst
-/// cannot queue unbounded work behind the HTTP answers.
+/// Requests whose events are being rendered at the same time, at most; the events of a
+/// request beyond it are dropped (and counted), so a burst cannot queue unbounded work
+/// behind the HTTP answers. The bound is per request, not per event: one notification's
+/// alerts are rendered one after another under a single permit, however many there are.
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Everything a request handler needs.
