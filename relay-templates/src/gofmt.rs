@@ -6,6 +6,7 @@
 //! 1e6 in `fmt`; a map is printed element-wise with the verb (`%s` of a map is not an
 //! error); a mismatched verb prints `%!d(string=x)` instead of failing.
 
+use crate::gofloat;
 use crate::value::Value;
 
 /// `fmt.Sprint`: operands are separated by a space only when neither side is a string.
@@ -207,7 +208,9 @@ fn parse_arg_index(chars: &[char], i: usize) -> Option<(usize, usize)> {
     None
 }
 
-fn bad_verb(out: &mut String, v: &Value, verb: char) {
+/// `%!d(string=x)`: Go prints the operand with `%v` but keeps the verb's flags, width and
+/// precision, so `%.0f` of "metrics" shows `%!f(string=)`.
+fn bad_verb(out: &mut String, v: &Value, verb: char, spec: &Spec) {
     out.push_str("%!");
     out.push(verb);
     out.push('(');
@@ -216,7 +219,7 @@ fn bad_verb(out: &mut String, v: &Value, verb: char) {
     } else {
         out.push_str(v.type_name());
         out.push('=');
-        out.push_str(&format_v(v));
+        fmt_value(out, v, 'v', spec, 0);
     }
     out.push(')');
 }
@@ -228,16 +231,18 @@ fn fmt_value(out: &mut String, v: &Value, verb: char, spec: &Spec, depth: usize)
     }
     match v {
         Value::Missing | Value::Nil => {
-            // A nil inside a map or list prints as <nil> whatever the verb.
-            if depth > 0 || verb == 'v' {
+            if depth > 0 {
+                // A nil inside a map or list prints as <nil> whatever the verb, unpadded.
+                out.push_str("<nil>");
+            } else if verb == 'v' {
                 pad(out, "<nil>", spec, false);
             } else {
-                bad_verb(out, v, verb);
+                bad_verb(out, v, verb, spec);
             }
         }
         Value::Bool(b) => match verb {
             't' | 'v' => pad(out, if *b { "true" } else { "false" }, spec, false),
-            _ => bad_verb(out, v, verb),
+            _ => bad_verb(out, v, verb, spec),
         },
         Value::Int(n) => fmt_int(out, v, *n, verb, spec),
         Value::Float(f) => fmt_float(out, v, *f, verb, spec),
@@ -297,14 +302,10 @@ fn pad(out: &mut String, s: &str, spec: &Spec, numeric_zero: bool) {
 
 fn fmt_str(out: &mut String, v: &Value, s: &str, verb: char, spec: &Spec) {
     match verb {
-        's' | 'v' => {
-            let s: String = match spec.prec {
-                Some(p) => s.chars().take(p).collect(),
-                None => s.to_string(),
-            };
-            pad(out, &s, spec, false);
-        }
+        's' | 'v' => pad(out, truncate(s, spec.prec), spec, false),
         'q' => {
+            // The precision cuts the text before it is quoted.
+            let s = truncate(s, spec.prec);
             let q = if spec.sharp && can_backquote(s) {
                 format!("`{s}`")
             } else {
@@ -333,7 +334,15 @@ fn fmt_str(out: &mut String, v: &Value, s: &str, verb: char, spec: &Spec) {
             }
             pad(out, &h, spec, false);
         }
-        _ => bad_verb(out, v, verb),
+        _ => bad_verb(out, v, verb, spec),
+    }
+}
+
+/// The first `prec` characters of `s`.
+fn truncate(s: &str, prec: Option<usize>) -> &str {
+    match prec.and_then(|p| s.char_indices().nth(p)) {
+        Some((end, _)) => &s[..end],
+        None => s,
     }
 }
 
@@ -429,7 +438,7 @@ fn fmt_int(out: &mut String, v: &Value, n: i64, verb: char, spec: &Spec) {
             return;
         }
         _ => {
-            bad_verb(out, v, verb);
+            bad_verb(out, v, verb, spec);
             return;
         }
     };
@@ -483,103 +492,6 @@ fn fmt_int(out: &mut String, v: &Value, n: i64, verb: char, spec: &Spec) {
     }
 }
 
-/// Decimal digits and decimal-point position of `f.abs()`: `digits` has no leading or
-/// trailing zeros (except "0" for zero) and the value is `0.digits * 10^dp`.
-fn decimal_digits(f: f64, sig: Option<usize>) -> (String, i32) {
-    let s = match sig {
-        None => format!("{:e}", f.abs()),
-        Some(p) => format!("{:.*e}", p.saturating_sub(1), f.abs()),
-    };
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let mut digits: String = mant.chars().filter(|c| *c != '.').collect();
-    while digits.len() > 1 && digits.ends_with('0') {
-        digits.pop();
-    }
-    if digits == "0" {
-        return (digits, 1);
-    }
-    (digits, exp + 1)
-}
-
-fn fmt_e(digits: &str, dp: i32, prec: usize, upper: bool) -> String {
-    let mut s = String::new();
-    let mut d = digits.chars();
-    s.push(d.next().unwrap_or('0'));
-    if prec > 0 {
-        s.push('.');
-        let rest: String = d.collect();
-        s.push_str(&rest);
-        for _ in rest.len()..prec {
-            s.push('0');
-        }
-    }
-    let exp = if digits == "0" { 0 } else { dp - 1 };
-    s.push(if upper { 'E' } else { 'e' });
-    s.push(if exp < 0 { '-' } else { '+' });
-    let e = exp.unsigned_abs();
-    if e < 10 {
-        s.push('0');
-    }
-    s.push_str(&e.to_string());
-    s
-}
-
-fn fmt_f_digits(digits: &str, dp: i32, prec: usize) -> String {
-    let mut s = String::new();
-    if dp <= 0 {
-        s.push('0');
-    } else {
-        for i in 0..dp as usize {
-            s.push(digits.as_bytes().get(i).map(|b| *b as char).unwrap_or('0'));
-        }
-    }
-    if prec > 0 {
-        s.push('.');
-        for i in 0..prec {
-            let idx = dp + i as i32;
-            let c = if idx < 0 {
-                '0'
-            } else {
-                digits
-                    .as_bytes()
-                    .get(idx as usize)
-                    .map(|b| *b as char)
-                    .unwrap_or('0')
-            };
-            s.push(c);
-        }
-    }
-    s
-}
-
-/// strconv.FormatFloat(f, 'g', prec, 64) for a non-negative finite `f`.
-fn format_g(f: f64, prec: Option<usize>, upper: bool) -> String {
-    let shortest = prec.is_none();
-    let prec_sig = prec.map(|p| p.max(1));
-    let (digits, dp) = decimal_digits(f, prec_sig);
-    let nd = digits.len() as i32;
-    let mut p = prec_sig.map(|p| p as i32).unwrap_or(nd);
-    let mut eprec = p;
-    if eprec > nd && nd >= dp {
-        eprec = nd;
-    }
-    if shortest {
-        eprec = 6;
-    }
-    let exp = dp - 1;
-    if f != 0.0 && (exp < -4 || exp >= eprec) {
-        if p > nd {
-            p = nd;
-        }
-        return fmt_e(&digits, dp, (p - 1).max(0) as usize, upper);
-    }
-    if p > dp {
-        p = nd;
-    }
-    fmt_f_digits(&digits, dp, (p - dp).max(0) as usize)
-}
-
 /// `%v` of a float64 (shortest representation, exponent from 1e21 or below 1e-4).
 #[cfg(test)]
 pub(crate) fn format_float_v(f: f64) -> String {
@@ -594,19 +506,9 @@ fn fmt_float(out: &mut String, v: &Value, f: f64, verb: char, spec: &Spec) {
     } else if f.is_infinite() {
         "Inf".to_string()
     } else {
-        match verb {
-            'v' | 'g' => format_g(f, spec.prec, false),
-            'G' => format_g(f, spec.prec, true),
-            'f' | 'F' => format!("{:.*}", spec.prec.unwrap_or(6), f.abs()),
-            'e' | 'E' => {
-                let p = spec.prec.unwrap_or(6);
-                let (digits, dp) = decimal_digits(f, Some(p + 1));
-                fmt_e(&digits, dp, p, verb == 'E')
-            }
-            _ => {
-                bad_verb(out, v, verb);
-                return;
-            }
+        match gofloat::float_digits(f, verb, spec.prec) {
+            Some(digits) => digits,
+            None => return bad_verb(out, v, verb, spec),
         }
     };
     let neg = f.is_sign_negative() && !f.is_nan();

@@ -29,6 +29,7 @@
 pub mod event;
 mod exec;
 mod funcs;
+mod gofloat;
 mod gofmt;
 pub mod golayout;
 mod json;

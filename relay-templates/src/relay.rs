@@ -121,44 +121,71 @@ pub fn go_title(s: &str) -> String {
         } else {
             prev.is_whitespace()
         };
-        if sep {
-            push_upper(&mut out, c)
-        } else {
-            out.push(c)
-        }
+        out.push(if sep { title_char(c) } else { c });
         prev = c;
     }
     out
 }
 
-/// Go maps case rune by rune; a character whose upper case is several characters (ß)
-/// stays as it is.
-fn push_upper(out: &mut String, c: char) {
-    let mut up = c.to_uppercase();
-    match (up.next(), up.next()) {
-        (Some(u), None) => out.push(u),
-        _ => out.push(c),
+// Go maps case rune by rune with Unicode's simple (one-to-one) mappings. Rust's
+// `to_uppercase`/`to_lowercase` give the full mappings, which agree except where the full
+// mapping is several characters, and Rust has no title case at all. The few characters
+// where that matters are mapped here; the rest keep Rust's answer, or stay as they are when
+// the full mapping has no one-character form (Go keeps ß as ß).
+
+/// The single character `mapping` yields, if it yields exactly one.
+fn single(mut mapping: impl Iterator<Item = char>) -> Option<char> {
+    match (mapping.next(), mapping.next()) {
+        (Some(c), None) => Some(c),
+        _ => None,
     }
+}
+
+/// `unicode.ToUpper`.
+fn upper_char(c: char) -> char {
+    match c as u32 {
+        // Greek with ypogegrammeni: the full mapping spells the iota out (ᾳ → ΑΙ), the
+        // simple one keeps it as a prosgegrammeni (ᾳ → ᾼ).
+        n @ (0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7) => shifted(n, 8),
+        0x1FB3 => 'ᾼ',
+        0x1FC3 => 'ῌ',
+        0x1FF3 => 'ῼ',
+        _ => single(c.to_uppercase()).unwrap_or(c),
+    }
+}
+
+/// `unicode.ToTitle`: the upper case, except for the Latin digraphs, whose title case is
+/// their capital-small form (ǆ → ǅ), and Georgian Mkhedruli, which has no title case.
+fn title_char(c: char) -> char {
+    match c {
+        'Ǆ'..='ǆ' => 'ǅ',
+        'Ǉ'..='ǉ' => 'ǈ',
+        'Ǌ'..='ǌ' => 'ǋ',
+        'Ǳ'..='ǳ' => 'ǲ',
+        'ა'..='ჿ' => c,
+        _ => upper_char(c),
+    }
+}
+
+/// `unicode.ToLower`.
+fn lower_char(c: char) -> char {
+    match c {
+        // The full mapping adds a combining dot (i̇); the simple one is a plain i.
+        'İ' => 'i',
+        _ => single(c.to_lowercase()).unwrap_or(c),
+    }
+}
+
+fn shifted(n: u32, by: u32) -> char {
+    char::from_u32(n + by).unwrap_or(char::REPLACEMENT_CHARACTER)
 }
 
 fn go_upper(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        push_upper(&mut out, c);
-    }
-    out
+    s.chars().map(upper_char).collect()
 }
 
 fn go_lower(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        let mut low = c.to_lowercase();
-        match (low.next(), low.next()) {
-            (Some(l), None) => out.push(l),
-            _ => out.push(c),
-        }
-    }
-    out
+    s.chars().map(lower_char).collect()
 }
 
 /// Go's `strings.Replace(s, from, to, -1)`, refusing to build more than `max` bytes.

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Opt-in: runs the conformance table through real Go (apt: golang-go or golang-1.19-go,
+# Runs the conformance table through real Go (apt: golang-go or golang-1.19-go,
 # python3-yaml) and fails on any case where Go and the table disagree unexpectedly.
-# Not part of scripts/test.sh: it needs a Go toolchain the CI image does not carry.
+# scripts/test.sh runs it through scripts/test.d/relay-go-crosscheck.sh after
+# scripts/deps.d/relay.sh has installed Go; there RELAY_REQUIRE_GO=1 makes a missing Go an
+# error rather than a skip.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 go_bin="$(command -v go || ls /usr/lib/go-*/bin/go 2>/dev/null | tail -1 || true)"
 if [ -z "$go_bin" ]; then
+    if [ "${RELAY_REQUIRE_GO:-}" = 1 ]; then
+        echo "go-crosscheck: no Go toolchain but RELAY_REQUIRE_GO=1 (scripts/deps.d/relay.sh)" >&2
+        exit 1
+    fi
     echo "go-crosscheck: no Go toolchain (apt-get install golang-go); skipped"
     exit 0
 fi

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use serde_json::{Value as Json, json};
-use tokio::sync::{OnceCell, mpsc};
+use tokio::sync::mpsc;
 
+use crate::alert::AlertSlot;
 use crate::client::{ClientError, HttpClient, Multipart, Reply, form, query_pairs};
-use crate::grafana::{AlertQuery, Grafana, alert_query};
+use crate::grafana::{AlertQuery, Grafana};
 use crate::log::{Level, Logger};
 use crate::metrics::Metrics;
 use crate::outputs::redact;
@@ -89,60 +90,12 @@ pub struct Job {
     pub message: String,
     /// `K8sEvent` / `AlertmanagerEvent`.
     pub event_type: &'static str,
-    /// The alert, for an image (alerts only, when Grafana is configured).
-    pub image: Option<Arc<ImageSlot>>,
+    /// The alert, for its expression line and image (alerts to chat outputs only).
+    pub alert: Option<Arc<AlertSlot>>,
     /// The event's span, parent of this delivery's span.
     pub span: Option<SpanContext>,
     /// When it was queued (the delivery span starts here, so queueing time shows).
     pub queued: chrono::DateTime<chrono::Utc>,
-}
-
-/// A rendered alert image, or why there is none.
-pub type ImageResult = Result<(Bytes, AlertQuery), String>;
-
-/// One alert's images, shared by every output so Grafana renders each panel once.
-pub struct ImageSlot {
-    alert: Json,
-    cells: Mutex<HashMap<String, Arc<OnceCell<ImageResult>>>>,
-}
-
-impl ImageSlot {
-    /// A slot for `alert` (the event's `data`).
-    pub fn new(alert: Json) -> ImageSlot {
-        ImageSlot {
-            alert,
-            cells: Mutex::new(HashMap::new()),
-        }
-    }
-
-    async fn get(
-        &self,
-        expr_label: &str,
-        grafana: &Grafana,
-        period: u64,
-        metrics: &Metrics,
-    ) -> ImageResult {
-        let cell = {
-            let mut m = self
-                .cells
-                .lock()
-                .map_err(|_| "image cache poisoned".to_string())?;
-            Arc::clone(m.entry(expr_label.to_string()).or_default())
-        };
-        cell.get_or_init(|| async {
-            let q = alert_query(&self.alert, expr_label, period)?;
-            let r = grafana.render(&q).await.map(|png| (png, q));
-            let c = if r.is_ok() {
-                &metrics.grafana_rendered
-            } else {
-                &metrics.grafana_failed
-            };
-            c.fetch_add(1, Ordering::Relaxed);
-            r
-        })
-        .await
-        .clone()
-    }
 }
 
 /// A call's failure: worth retrying (maybe after a given wait) or not.
@@ -328,12 +281,6 @@ fn check_ok(reply: Reply) -> Result<Reply, SendError> {
     Ok(reply)
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 impl Output {
     fn new(channel: Channel, shared: Arc<Shared>) -> Output {
         let timeout = channel
@@ -434,12 +381,27 @@ impl Output {
             .await
     }
 
+    /// The line under an alert's message (see [`AlertSlot::query_line`]); `None` for
+    /// other events.
+    fn query_line(&self, job: &Job) -> Option<String> {
+        let label = self.var("AlertExpression", "g0.expr");
+        Some(job.alert.as_ref()?.query_line(self.channel.kind, &label))
+    }
+
+    /// The message with the alert's line under it, as the original sent alerts.
+    fn with_query_line(&self, job: &Job) -> String {
+        match self.query_line(job) {
+            Some(line) => format!("{}\n{line}", job.message),
+            None => job.message.clone(),
+        }
+    }
+
     async fn image(&self, job: &Job) -> Option<(Bytes, AlertQuery)> {
-        let slot = job.image.as_ref()?;
+        let slot = job.alert.as_ref()?;
         let grafana = self.shared.grafana.as_ref()?;
         let label = self.var("AlertExpression", "g0.expr");
         match slot
-            .get(
+            .image(
                 &label,
                 grafana,
                 self.shared.grafana_period,
@@ -500,16 +462,18 @@ impl Output {
             .map(|(_, v)| v)
             .unwrap_or_default();
         let quiet = self.var("DisableNotification", "false");
-        let mut text = Some(job.message.as_str());
-        if let Some((png, q)) = self.image(job).await {
-            let query = format!("<i>{}</i>", html_escape(&q.expr));
-            let with_message = format!("{}\n{query}", job.message);
-            let caption = if with_message.encode_utf16().count() <= TELEGRAM_CAPTION {
+        let with_line = self.with_query_line(job);
+        let mut text = Some(with_line.as_str());
+        if let Some((png, _)) = self.image(job).await {
+            let caption = if with_line.encode_utf16().count() <= TELEGRAM_CAPTION {
                 text = None;
-                with_message
+                with_line.clone()
             } else {
-                // Too long for a caption: the photo carries the query, the text follows.
-                split(&query, TELEGRAM_CAPTION, true).swap_remove(0)
+                // Too long for a caption: the photo carries the query line, the message
+                // follows as text.
+                text = Some(job.message.as_str());
+                let line = self.query_line(job).unwrap_or_default();
+                split(&line, TELEGRAM_CAPTION, true).swap_remove(0)
             };
             let photo_url = url.replacen("/sendMessage", "/sendPhoto", 1);
             self.pace(&chat).await;
@@ -553,6 +517,7 @@ impl Output {
         let base = path.rsplit_once('/').map(|(b, _)| b).unwrap_or(path);
         let auth = ("authorization", format!("Bearer {token}"));
         let image = self.image(job).await;
+        let with_line = self.with_query_line(job);
         for channel in channels.split(',').map(str::trim).filter(|c| !c.is_empty()) {
             if let Some((png, q)) = &image {
                 let ticket = self
@@ -619,7 +584,8 @@ impl Output {
                 .await?;
                 continue;
             }
-            for part in split(&job.message, SLACK_TEXT, false) {
+            // Without an image the line replaces the file title that showed the expression.
+            for part in split(&with_line, SLACK_TEXT, false) {
                 self.attempt("chat.postMessage", || {
                     let body = Bytes::from(json!({"channel": channel, "text": part}).to_string());
                     let headers = [
@@ -659,7 +625,7 @@ impl Output {
             })
             .await?;
         }
-        for part in split(&job.message, WORKCHAT_TEXT, false) {
+        for part in split(&self.with_query_line(job), WORKCHAT_TEXT, false) {
             // Proper JSON: the original built it with string formatting and broke on quotes.
             let message = json!({"text": part}).to_string();
             self.attempt("message", || {

@@ -102,27 +102,37 @@ pub fn split_comparison(expr: &str) -> (String, Option<String>, Option<f64>) {
     (expr.trim().to_string(), None, None)
 }
 
-/// Finds the expression to plot for an alert: label `expr_label` (default `g0.expr`),
-/// from the alert's labels or its `generatorURL` query.
+/// The alert's expression: label `expr_label` (default `g0.expr`) from the alert's labels
+/// or its `generatorURL` query; "No alert expression" (the original's words) when blank.
+pub fn alert_expression(alert: &Json, expr_label: &str) -> Result<String, String> {
+    let from_label = alert
+        .get("labels")
+        .and_then(|l| l.get(expr_label))
+        .and_then(Json::as_str)
+        .map(str::to_string);
+    let from_url = || {
+        let url = alert.get("generatorURL").and_then(Json::as_str)?;
+        query_pairs(url)
+            .into_iter()
+            .find(|(k, _)| k == expr_label)
+            .map(|(_, v)| v)
+    };
+    from_label
+        .or_else(from_url)
+        .filter(|e| !e.trim().is_empty())
+        .ok_or_else(|| "No alert expression".to_string())
+}
+
+/// What to plot for an alert: its expression (see [`alert_expression`]) split at the
+/// comparison, with the title, unit and time range from its labels.
 pub fn alert_query(
     alert: &Json,
     expr_label: &str,
     default_minutes: u64,
 ) -> Result<AlertQuery, String> {
+    let expr = alert_expression(alert, expr_label)?;
     let labels = alert.get("labels").cloned().unwrap_or(Json::Null);
     let label = |k: &str| labels.get(k).and_then(Json::as_str).map(str::to_string);
-    let from_url = alert
-        .get("generatorURL")
-        .and_then(Json::as_str)
-        .map(query_pairs)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|(k, _)| k == expr_label)
-        .map(|(_, v)| v);
-    let expr = label(expr_label)
-        .or(from_url)
-        .filter(|e| !e.trim().is_empty())
-        .ok_or_else(|| "No alert expression".to_string())?;
     let (metric, op, threshold) = split_comparison(&expr);
     Ok(AlertQuery {
         metric,

@@ -1,9 +1,16 @@
 //! The HTTP face: the admission and Alertmanager paths, `/healthz`.
+//!
+//! Every stage of reading a request has a deadline, so a client that stalls (or never
+//! speaks) cannot hold a connection open: the first byte within `--http-first-byte-timeout`,
+//! the headers within `--http-read-timeout` (hyper's timer, which also ends a kept-alive
+//! connection that waits that long for its next request), then the body within
+//! `--http-read-timeout` again.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -11,9 +18,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use relay_templates::event::{Arrival, InputError, parse_admission, parse_alertmanager};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::App;
 use crate::log::Level;
@@ -44,6 +51,11 @@ fn json(value: serde_json::Value) -> Resp {
 /// Accepts connections until `shutdown` resolves.
 pub async fn serve_http(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(app.settings.read_timeout);
+    let first_byte_timeout = app.settings.first_byte_timeout;
     loop {
         let (stream, _) = tokio::select! {
             _ = &mut shutdown => return,
@@ -56,16 +68,28 @@ pub async fn serve_http(app: Arc<App>, listener: TcpListener, shutdown: impl Fut
             },
         };
         let app = Arc::clone(&app);
+        let builder = builder.clone();
         tokio::spawn(async move {
+            if !first_byte(&stream, first_byte_timeout).await {
+                return;
+            }
             let svc = service_fn(move |req| {
                 let app = Arc::clone(&app);
                 async move { Ok::<_, Infallible>(handle(app, req).await) }
             });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
         });
     }
+}
+
+/// Whether `stream` has a byte to read within `limit` (the byte stays for hyper). A socket
+/// that never speaks is cut sooner than a slow request's headers would be.
+async fn first_byte(stream: &TcpStream, limit: Duration) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(limit, stream.peek(&mut byte)).await,
+        Ok(Ok(1..))
+    )
 }
 
 enum Route {
@@ -144,9 +168,26 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Resp {
         .get(app.settings.trace_header.as_str())
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+    let read_timeout = app.settings.read_timeout;
+    let read = tokio::time::timeout(
+        read_timeout,
+        Limited::new(req.into_body(), MAX_BODY).collect(),
+    );
+    let body = match read.await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Err(_) => {
+            // The rest of the body may never come: the connection cannot be reused.
+            let mut r = text(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("body not received within {read_timeout:?}\n"),
+            );
+            r.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            return r;
+        }
+        Ok(Err(e)) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
             {

@@ -13,6 +13,7 @@
 //! [`serve`] runs until a shutdown future resolves, so tests run it on `127.0.0.1:0`.
 #![forbid(unsafe_code)]
 
+pub mod alert;
 pub mod client;
 pub mod deliver;
 pub mod grafana;
@@ -33,8 +34,9 @@ use relay_templates::relay::Lookup;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::alert::AlertSlot;
 use crate::client::HttpClient;
-use crate::deliver::{ImageSlot, Job, Queue, Shared};
+use crate::deliver::{Job, Queue, Shared};
 use crate::log::{Level, Logger};
 use crate::metrics::Metrics;
 use crate::outputs::{ChannelOutput, Skip, redact};
@@ -53,12 +55,14 @@ pub struct Stats {
     pub rendered: AtomicU64,
     /// Messages that failed to render.
     pub failed: AtomicU64,
-    /// Events dropped because too many were already being rendered.
+    /// Events dropped because [`MAX_IN_FLIGHT`] requests were already being rendered.
     pub dropped: AtomicU64,
 }
 
-/// Events rendered at the same time, at most; more are dropped (and counted) so a burst
-/// cannot queue unbounded work behind the HTTP answers.
+/// Requests whose events are being rendered at the same time, at most; the events of a
+/// request beyond it are dropped (and counted), so a burst cannot queue unbounded work
+/// behind the HTTP answers. The bound is per request, not per event: one notification's
+/// alerts are rendered one after another under a single permit, however many there are.
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Everything a request handler needs.
@@ -222,9 +226,8 @@ impl App {
             let data = event.to_value();
             let kind = event.kind.as_str();
             let span = self.tracer.as_ref().map(|t| t.root(trace_id));
-            let image = (event.kind == relay_templates::event::EventType::Alertmanager
-                && self.shared.grafana.is_some())
-            .then(|| Arc::new(ImageSlot::new(event.json["data"].clone())));
+            let alert = (event.kind == relay_templates::event::EventType::Alertmanager)
+                .then(|| Arc::new(AlertSlot::new(event.json["data"].clone())));
             for (out, queue) in self.outputs.iter().zip(&self.queues) {
                 let counters = self.metrics.output(queue.name);
                 let name = out.name();
@@ -256,8 +259,8 @@ impl App {
                                 target: d.target,
                                 message: d.message,
                                 event_type: kind,
-                                image: if out.kind().is_chat() {
-                                    image.clone()
+                                alert: if out.kind().is_chat() {
+                                    alert.clone()
                                 } else {
                                     None
                                 },

@@ -25,6 +25,8 @@ const FLAGS: &[&str] = &[
     "http-k8s-url",
     "http-alertmanager-url",
     "http-header-trace-id",
+    "http-first-byte-timeout",
+    "http-read-timeout",
     "template-time-format",
     "stdout-format",
     "stdout-level",
@@ -153,6 +155,11 @@ pub struct Settings {
     pub alertmanager_paths: Vec<String>,
     /// Request header carrying a trace id (32 hex digits) to continue.
     pub trace_header: String,
+    /// How long a new connection may send nothing before it is closed.
+    pub first_byte_timeout: std::time::Duration,
+    /// How long a client may take to send a request's headers (also the wait for the next
+    /// request on a kept-alive connection), and then again its body.
+    pub read_timeout: std::time::Duration,
     /// Go layout of the event `time` field and of `timeFormat` input.
     pub time_format: String,
     /// stdout line format.
@@ -409,6 +416,16 @@ impl Settings {
                 flush: std::time::Duration::from_millis(number("opentelemetry-flush-ms", "1000")?),
             })
         };
+        let seconds = |name: &str, default: &str| -> Result<std::time::Duration, SettingsError> {
+            match number(name, default)? {
+                0 => Err(SettingsError::Invalid(format!(
+                    "--{name} must be at least 1 (seconds)"
+                ))),
+                n => Ok(std::time::Duration::from_secs(n)),
+            }
+        };
+        let first_byte_timeout = seconds("http-first-byte-timeout", "10")?;
+        let read_timeout = seconds("http-read-timeout", "30")?;
         let mut metrics_path = get("prometheus-url", "/metrics");
         if !metrics_path.starts_with('/') {
             metrics_path.insert(0, '/');
@@ -422,6 +439,8 @@ impl Settings {
             k8s_paths: paths(&get("http-k8s-url", "")),
             alertmanager_paths: paths(&get("http-alertmanager-url", "")),
             trace_header: get("http-header-trace-id", "X-Trace-ID"),
+            first_byte_timeout,
+            read_timeout,
             time_format: get(
                 "template-time-format",
                 relay_templates::relay::DEFAULT_TIME_FORMAT,
@@ -453,6 +472,8 @@ Flags (each also read from EVENTS_<FLAG_IN_UPPER_SNAKE_CASE>; a flag wins over i
   --http-k8s-url /k8s               comma-separated paths for admission reviews
   --http-alertmanager-url /am       comma-separated paths for Alertmanager notifications
   --http-header-trace-id X-Trace-ID header with a trace id to continue
+  --http-first-byte-timeout 10      seconds a new connection may send nothing
+  --http-read-timeout 30            seconds for a request's headers, and again for its body
   --template-time-format LAYOUT     Go layout of event times (default 2006-01-02T15:04:05.999Z)
   --stdout-format text|json|template, --stdout-level, --stdout-template
 Outputs (each enabled by its URL or address; several at once):
@@ -572,6 +593,10 @@ mod tests {
         );
         assert_eq!(s.metrics_path, "/metrics");
         assert!(s.traces.is_none());
+        assert_eq!(
+            (s.first_byte_timeout.as_secs(), s.read_timeout.as_secs()),
+            (10, 30)
+        );
     }
 
     #[test]
@@ -604,5 +629,11 @@ mod tests {
                 .contains("--slack-message-template is empty")
         );
         assert!(parse(&[], &[("EVENTS_STDOUT_FORMAT", "xml")]).is_err());
+        assert_eq!(
+            parse(&[], &[("EVENTS_HTTP_READ_TIMEOUT", "0")])
+                .unwrap_err()
+                .to_string(),
+            "--http-read-timeout must be at least 1 (seconds)"
+        );
     }
 }

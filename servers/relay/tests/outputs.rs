@@ -22,6 +22,9 @@ use serde_json::{Value as Json, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
+mod expression_line;
+mod stalled_requests;
+
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\nfake panel image";
 
 fn repo() -> PathBuf {
@@ -714,7 +717,8 @@ async fn every_sample_payload_reaches_every_output() {
         );
     }
 
-    // Workplace: text for admissions; image then text per alert; the message is JSON.
+    // Workplace: text for admissions; image then text (with the query line) per alert; the
+    // message is JSON.
     let w = wc.wait(2 + 6 * 2, |_| true).await;
     assert_eq!(w.len(), 14, "{w:#?}");
     for r in &w {
@@ -739,7 +743,7 @@ async fn every_sample_payload_reaches_every_output() {
     );
     assert_eq!(
         serde_json::from_str::<Json>(&w[3].field("message")).unwrap(),
-        json!({"text": "FIRING: HighRequestLatency"})
+        json!({"text": format!("FIRING: HighRequestLatency\n_{EXPR_LATENCY}_")})
     );
 
     // UDP collector: one datagram per event, the service account included.
@@ -1149,9 +1153,12 @@ async fn alert_images_fall_back_to_text_and_long_captions_move_to_the_text() {
     let got = tg.wait(3, |_| true).await;
     assert_eq!(got.len(), 3, "{got:#?}");
     let msgs = relay.rendered("telegram");
-    // First alert: no image, so the message goes alone.
+    // First alert: no image, so the message goes as text with its query line.
     assert_eq!(got[0].uri, "/bot7:k/sendMessage?chat_id=5");
-    assert_eq!(got[0].field("text"), msgs[0]);
+    assert_eq!(
+        got[0].field("text"),
+        format!("{}\n<i>{}</i>", msgs[0], EXPR_LATENCY.replace('>', "&gt;"))
+    );
     // Second alert: the photo carries the query, the message follows as text.
     assert_eq!(got[1].uri, "/bot7:k/sendPhoto?chat_id=5");
     assert_eq!(
@@ -1253,7 +1260,14 @@ async fn sigterm_delivers_what_is_queued_before_exiting() {
     let got = tg.seen();
     assert_eq!(got.len(), 2, "{got:#?}");
     let texts: Vec<String> = got.iter().map(|s| s.field("text")).collect();
-    assert_eq!(texts, ["10.0.1.15:8080", "10.0.1.16:8080"]);
+    let line = format!("\n<i>{}</i>", EXPR_LATENCY.replace('>', "&gt;"));
+    assert_eq!(
+        texts,
+        [
+            format!("10.0.1.15:8080{line}"),
+            format!("10.0.1.16:8080{line}")
+        ]
+    );
     assert!(code.1.records().iter().any(|r| {
         r["msg"]
             .as_str()

@@ -426,23 +426,30 @@ async fn dry_runs_and_failing_templates_never_block_the_answer() {
     .await;
     assert_eq!(a.status, 200);
     assert!(a.body.contains(r#""allowed":true"#));
+    // The failure is counted just before it is logged: wait for the record itself.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while r
-        .app
-        .stats
-        .failed
-        .load(std::sync::atomic::Ordering::Relaxed)
-        == 0
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let lines = r.sink.lines();
-    let err = lines
-        .iter()
-        .find(|l| l.contains(r#""level":"error""#))
-        .expect("error record");
+    let err = loop {
+        let error = r
+            .sink
+            .lines()
+            .into_iter()
+            .find(|l| l.contains(r#""level":"error""#));
+        match error {
+            Some(e) => break e,
+            None if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            None => panic!("no error record"),
+        }
+    };
     assert!(err.contains("invalid value; expected string"), "{err}");
+    assert_eq!(
+        r.app
+            .stats
+            .failed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
 }
 
 #[test]
@@ -558,4 +565,42 @@ fn the_binary_refuses_bad_settings_with_a_reason() {
     let (code, _, out) = run(&["version"]);
     assert_eq!(code, Some(0));
     assert!(out.starts_with("event-relay "), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_render_bound_counts_requests_so_a_big_notification_renders_in_full() {
+    // docs/event-relay.md: the 256 renders in flight are requests, not events.
+    let r = start(&[
+        "--http-alertmanager-url",
+        "/alertmanager",
+        "--collector-address",
+        "127.0.0.1:9",
+        "--collector-message-template",
+        "{{ .data.labels.instance }}",
+        "--output-queue-size",
+        "2000",
+    ])
+    .await;
+    let mut body: Json =
+        serde_json::from_slice(&payload("alertmanager-firing-2-alerts.json")).unwrap();
+    let one = body["alerts"][0].clone();
+    let alerts = 1_500;
+    assert!(alerts > relay_server::MAX_IN_FLIGHT);
+    body["alerts"] = Json::Array(vec![one; alerts]);
+    let a = post(&r.addr, "/alertmanager", body.to_string().as_bytes()).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let stats = &r.app.stats;
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while load(&stats.rendered) < alerts as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (
+            load(&stats.received),
+            load(&stats.rendered),
+            load(&stats.dropped)
+        ),
+        (alerts as u64, alerts as u64, 0)
+    );
 }
