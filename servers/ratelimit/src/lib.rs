@@ -18,6 +18,7 @@ pub mod health;
 pub mod http;
 pub mod limits;
 pub mod log;
+pub mod memory;
 pub mod metrics;
 pub mod pb;
 pub mod provider;

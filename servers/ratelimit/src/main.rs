@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    ratelimit_server::memory::keep_huge_pages_off();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("check-config") {
         return ratelimit_server::checkconfig::main(&args[2..]);

@@ -171,3 +171,19 @@ fn sigterm_drains_and_exits_cleanly() {
         "{log:?}"
     );
 }
+
+/// `THP_enabled` of the process's /proc status: whether its memory may use huge pages.
+fn huge_pages_allowed(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:"));
+    line.expect("THP_enabled in /proc status").ends_with('1')
+}
+
+#[test]
+fn huge_pages_are_off_unless_the_operator_allows_them() {
+    let rules = [("r.yaml", "domain: d\n")];
+    let off = start(&rules, &[]);
+    assert!(!huge_pages_allowed(off.child.id()));
+    let on = start(&rules, &[("MIMALLOC_ALLOW_THP", "1")]);
+    assert!(huge_pages_allowed(on.child.id()));
+}

@@ -228,7 +228,7 @@ async fn good_traffic_holds_through_floods_oversized_requests_and_reloads() {
     let cold = settled_rss_kb(pid).await;
     // A short round first: the allocator's pools and the runtime's tables grow to what
     // this load needs once; the soak must not grow them further.
-    let warm = round(&srv, &good, "warm", Duration::from_secs(3)).await;
+    let warm = round(&srv, &good, "warm", Duration::from_secs(6)).await;
     assert_eq!(
         warm.miscounted, 0,
         "good keys were miscounted while warming up"
