@@ -48,6 +48,10 @@ fn json(value: serde_json::Value) -> Resp {
     respond(StatusCode::OK, "application/json", value.to_string())
 }
 
+/// The pause after a failed accept, doubled on each failure in a row up to the most.
+const ACCEPT_PAUSE_FIRST: Duration = Duration::from_millis(5);
+const ACCEPT_PAUSE_MOST: Duration = Duration::from_secs(1);
+
 /// Accepts connections until `shutdown` resolves.
 pub async fn serve_http(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
@@ -56,13 +60,24 @@ pub async fn serve_http(app: Arc<App>, listener: TcpListener, shutdown: impl Fut
         .timer(TokioTimer::new())
         .header_read_timeout(app.settings.read_timeout);
     let first_byte_timeout = app.settings.first_byte_timeout;
+    let mut pause = ACCEPT_PAUSE_FIRST;
     loop {
         let (stream, _) = tokio::select! {
             _ = &mut shutdown => return,
             r = listener.accept() => match r {
-                Ok(s) => s,
+                Ok(s) => {
+                    pause = ACCEPT_PAUSE_FIRST;
+                    s
+                }
                 Err(e) => {
-                    app.log.log(Level::Warn, &format!("accept failed: {e}"), &[]);
+                    // Out of file descriptors, most often: retrying at once would spin
+                    // and log without end until one is freed.
+                    app.log.log(Level::Warn, &format!("accept failed: {e}; retrying in {pause:?}"), &[]);
+                    tokio::select! {
+                        _ = &mut shutdown => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(ACCEPT_PAUSE_MOST);
                     continue;
                 }
             },
