@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use ratelimit_core::RuleSet;
 use tokio::sync::watch;
 
-use crate::App;
+use crate::app::App;
 use crate::log::{self, Level};
 use crate::settings::ConfigType;
 
