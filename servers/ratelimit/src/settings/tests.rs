@@ -281,3 +281,19 @@ fn redis_settings_as_upstream() {
         ["REDIS_PIPELINE_LIMIT is deprecated and has no effect"]
     );
 }
+
+#[test]
+fn worker_threads_default_to_the_cpus_and_reject_zero() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(with(&[]).unwrap().worker_threads, cpus);
+    assert_eq!(
+        with(&[("TOKIO_WORKER_THREADS", "3")])
+            .unwrap()
+            .worker_threads,
+        3
+    );
+    for bad in ["0", "two", "-1"] {
+        let e = with(&[("TOKIO_WORKER_THREADS", bad)]).unwrap_err();
+        assert!(e.to_string().contains("TOKIO_WORKER_THREADS"), "{e}");
+    }
+}
