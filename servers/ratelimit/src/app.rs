@@ -1,5 +1,5 @@
 //! What every request handler shares: the limiter, health, the settings and statistics.
-//! Built once by [`crate::server::start`]; the faces (gRPC, HTTP) and the rule providers
+//! Built once by [`crate::server::run`]; the faces (gRPC, HTTP) and the rule providers
 //! only read it (rule loads swap the limiter's rules atomically).
 
 use std::sync::Arc;

@@ -34,9 +34,10 @@ mod store;
 /// announcement is read, while a signal sent earlier (waiting for the first rules, say)
 /// still ends the process at once.
 ///
-/// Sets up logging from the settings, raises the open file limit (see
-/// [`fit_to_file_limit`]) and logs the settings' warnings first. Errors are startup
-/// failures: a store that cannot be reached, a port that cannot be bound, bad TLS files.
+/// First sets up logging from the settings, raises the open file limit (lowering the ports'
+/// connection bounds if they still do not fit) and logs the settings' warnings. Errors are
+/// startup failures: a store that cannot be reached, a port that cannot be bound, bad TLS
+/// files.
 pub async fn run<F: Future<Output = ()>>(
     mut settings: Settings,
     shutdown: impl FnOnce() -> F,
@@ -182,7 +183,7 @@ fn tls_config(settings: &Settings) -> Result<Option<SharedConfig>, String> {
 /// Raises the soft limit on open files to the hard one, as the Go runtime does for upstream
 /// (a connection is a file), then lowers the ports' connection bounds if they still do not
 /// fit under it.
-pub fn fit_to_file_limit(settings: &mut Settings) {
+fn fit_to_file_limit(settings: &mut Settings) {
     let limit = match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(n) => n,
         Err(e) => {
