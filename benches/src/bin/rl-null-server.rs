@@ -9,9 +9,7 @@
 use std::time::Duration;
 
 use ratelimit_server::Settings;
-use ratelimit_server::grpc::{
-    Connections, GrpcListener, GrpcRoutes, conn_thread_count, serve_grpc,
-};
+use ratelimit_server::grpc::{Connections, GrpcListener, GrpcRoutes, serve_grpc};
 use ratelimit_server::pb::rls;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -59,7 +57,7 @@ async fn main() {
     // The real server's connection handling with its default settings, as it runs on the
     // memory store and Redis.
     let settings = Settings::from_lookup(|_| None).expect("the default settings parse");
-    let mut conns = Connections::from_settings(&settings, conn_thread_count());
+    let mut conns = Connections::from_settings(&settings, settings.worker_threads);
     conns.ageing.grace = Duration::from_secs(1);
     serve_grpc(
         GrpcListener::Tcp(listener),

@@ -17,7 +17,7 @@ use ratelimit_core::{Code, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::App;
+use crate::app::App;
 use crate::conn::{Activity, Backoff, Gate, Watched};
 use crate::log::{self, Level};
 use crate::tls::SharedConfig;

@@ -4,7 +4,14 @@
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::settings::LogFormat;
+/// Log line format (`LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `time=... level=... msg=...`
+    Text,
+    /// `{"@timestamp":...,"@message":...,"level":...}`
+    Json,
+}
 
 /// Severity, most verbose first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

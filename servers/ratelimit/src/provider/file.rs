@@ -29,7 +29,7 @@ use ratelimit_core::RuleSet;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::App;
+use crate::app::App;
 use crate::files::{self, LoadError};
 use crate::log::{self, Level};
 
@@ -285,7 +285,7 @@ fn relevant(event: &Event, links: &[Link]) -> bool {
 /// The links from the top of what is watched to the rule directory: with
 /// `RUNTIME_WATCH_ROOT` the directory holding `RUNTIME_ROOT` (for swaps of the root), then
 /// every directory from the root down to the rule directory's parent.
-fn link_chain(settings: &crate::Settings) -> Vec<Link> {
+fn link_chain(settings: &crate::settings::Settings) -> Vec<Link> {
     let root = &settings.runtime_root;
     let mut out = Vec::new();
     if settings.runtime_watch_root

@@ -1,6 +1,6 @@
 //! Rule delivery: where the rules come from after start, and what a load does to health.
 //!
-//! Two sources, picked by `CONFIG_TYPE`: rule files watched for changes ([`file`]) and an
+//! Two sources, picked by `CONFIG_TYPE`: rule files watched for changes ([`file`](mod@file)) and an
 //! xDS management server ([`xds`]). Both end in [`install`], so a load from either source
 //! has the same effects: the new rule set replaces the old one in a single atomic swap
 //! (requests in flight finish on the set they started with), the configuration health
@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use ratelimit_core::RuleSet;
 use tokio::sync::watch;
 
-use crate::App;
+use crate::app::App;
 use crate::log::{self, Level};
 use crate::settings::ConfigType;
 

@@ -89,8 +89,8 @@ pub(super) type StreamFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// hyper's executor for one connection's streams. hyper's usual one, `tokio::spawn` per
 /// stream, made every request a task of its own: spawned, stolen by the other worker,
 /// woken across threads when its answer was ready, then waking the connection's task to
-/// write it. Run inside the connection's task instead, a request costs the server 0.53–0.77×
-/// the CPU (docs/benchmarks.md). Streams still wait concurrently (on the
+/// write it. Run inside the connection's task instead, a request costs the server markedly
+/// less CPU (docs/benchmarks.md). Streams still wait concurrently (on the
 /// store, say); what a connection gives up is running two decisions on two cores at once,
 /// and a client with more load than one core can decide opens more connections (Envoy has
 /// one per worker thread).
@@ -99,8 +99,8 @@ enum StreamExec {
     /// Inside the connection's task, which counts its streams for the idle timeout.
     Local(mpsc::UnboundedSender<StreamFuture>),
     /// A task each, for connections on the shared runtime (memcached's): there, local
-    /// streams were 0.78-0.92x the rate, as all of a connection's pooled memcached round
-    /// trips then waited on one worker. Each counts itself in flight.
+    /// streams were slower, as all of a connection's pooled memcached round trips then
+    /// waited on one worker (docs/benchmarks.md). Each counts itself in flight.
     Spawn(Arc<Activity>),
 }
 
@@ -127,9 +127,8 @@ where
 /// run, when some of them wait (on the store). The Redis store's connection task, on the
 /// same thread, then sends the first requests' commands while the rest are decided, and
 /// their answers come back while the thread is still busy: Redis and the client work
-/// alongside the thread rather than in turn. On Redis, 64 streams over 2 connections ran at
-/// 1.10-1.38x the rate of starting a whole batch at once, 1 connection at 1.25-1.45x, for the
-/// same CPU per decision; 8 and 32 did less well (docs/benchmarks.md).
+/// alongside the thread rather than in turn. 16 ran faster on Redis than a whole batch at
+/// once, and than 8 or 32, for the same CPU per decision (docs/benchmarks.md).
 pub(super) const STREAMS_PER_PASS: usize = 16;
 
 /// Polls a connection and its streams, until the connection is done; tells `activity`

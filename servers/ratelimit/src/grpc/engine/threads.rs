@@ -4,30 +4,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use crate::log::{self, Level};
+use crate::settings::{BackendType, Settings};
 
-/// How many connection threads to serve gRPC on, for a server counting on `backend`.
-///
-/// One per CPU, or `TOKIO_WORKER_THREADS` (the knob that sizes the main runtime too), for
-/// the memory store and Redis, whose counting then stays on each connection's thread (the
-/// Redis store opens a connection per such thread). None for memcached: its pooled
-/// connections are shared by every caller, and with upstream's default of two idle
-/// connections per node, 64 concurrent streams on connection threads ran at 0.58x the rate
-/// of the shared runtime (docs/benchmarks.md).
-pub fn conn_threads_for(backend: crate::settings::BackendType) -> usize {
-    if backend == crate::settings::BackendType::Memcache {
+/// How many connection threads to serve gRPC on: `TOKIO_WORKER_THREADS` (one per CPU, the
+/// knob that sizes the main runtime too) for the memory store and Redis, whose counting then
+/// stays on each connection's thread (the Redis store opens a connection per such thread).
+/// None for memcached: its pooled connections are shared by every caller, and on connection
+/// threads they became the bottleneck (docs/benchmarks.md).
+pub fn conn_threads_for(settings: &Settings) -> usize {
+    if settings.backend_type == BackendType::Memcache {
         return 0;
     }
-    conn_thread_count()
-}
-
-/// `TOKIO_WORKER_THREADS`, or one per CPU.
-pub fn conn_thread_count() -> usize {
-    std::env::var("TOKIO_WORKER_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&n| n > 0)
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1)
+    settings.worker_threads
 }
 
 /// The threads that serve accepted gRPC connections, each a runtime with one worker of its
@@ -52,8 +40,8 @@ impl ConnThreads {
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
             // A multi-thread runtime of one worker rather than a current-thread runtime:
-            // it needs no thread of ours blocking on it, and it was 1.1-1.3x the rate on
-            // Redis (its LIFO slot runs a just-woken task next).
+            // it needs no thread of ours blocking on it, and its LIFO slot runs a just-woken
+            // task next (faster on Redis: docs/benchmarks.md).
             let built = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name(format!("grpc-conn-{i}"))
