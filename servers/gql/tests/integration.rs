@@ -4,12 +4,10 @@ mod common;
 
 use std::{net::SocketAddr, time::Duration};
 
-use common::{
-    BIN, Binary, LIMIT, Reply, exchange, fake_assets, get_query, post_json, request,
-};
+use common::{BIN, Binary, LIMIT, Reply, exchange, fake_assets, get_query, post_json, request};
 use gql_server::{Assets, Settings, serve};
-use test_support::http::parse;
 use serde_json::{Value, json};
+use test_support::http::parse;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -204,7 +202,12 @@ async fn other_body_types_are_accepted() {
         br#"{ creature(name: "Sparkit") { id } }"#,
     )
     .await;
-    assert_eq!(raw.json()["data"]["creature"]["id"], "016", "{}", raw.text());
+    assert_eq!(
+        raw.json()["data"]["creature"]["id"],
+        "016",
+        "{}",
+        raw.text()
+    );
     let form = request(
         server.addr,
         "POST",

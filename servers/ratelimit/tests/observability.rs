@@ -135,7 +135,11 @@ async fn prometheus_exposition_parses_and_has_upstreams_names() {
             ("PROMETHEUS_ADDR", "127.0.0.1:0"),
         ],
     );
-    let line = srv.proc.lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    let line = srv
+        .proc
+        .lines
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
     let addr: std::net::SocketAddr = line
         .strip_prefix("ratelimit: listening prometheus=")
         .unwrap_or_else(|| panic!("{line}"))

@@ -737,10 +737,7 @@ async fn limits_answer_429_then_a_growing_418() {
     for i in 0..3 {
         let r = anon().await;
         assert_eq!(r.status, 200, "request {i}");
-        assert_eq!(
-            r.header("ratelimit-policy"),
-            Some("\"minute\";q=3;w=60")
-        );
+        assert_eq!(r.header("ratelimit-policy"), Some("\"minute\";q=3;w=60"));
     }
     let r = anon().await;
     assert_eq!(r.status, 429);

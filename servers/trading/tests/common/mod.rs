@@ -69,10 +69,7 @@ pub fn envelope(r: &Reply, endpoint: &str) -> Value {
     assert_eq!(v["meta"]["status"], r.status, "{v}");
     assert_eq!(v["meta"]["endpoint"], endpoint, "{v}");
     assert_eq!(v["meta"]["api_version"], 2);
-    assert_eq!(
-        r.header("content-type"),
-        Some("application/json")
-    );
+    assert_eq!(r.header("content-type"), Some("application/json"));
     assert!(v.get("data").is_some());
     v
 }
