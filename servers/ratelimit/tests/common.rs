@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub use test_support::http::{Response as HttpResponse, parse};
+pub use test_support::http::Response as HttpResponse;
 use test_support::process::{Capture, Proc};
 
 pub struct Server {
