@@ -48,11 +48,7 @@ fn a_bad_setting_names_the_variable_and_value() {
 
 #[test]
 fn an_unreachable_store_stops_startup_after_the_backoff() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = test_support::net::free_port();
     let url = format!("127.0.0.1:{port}");
     let (code, err) = run_to_exit(
         &[
