@@ -8,4 +8,14 @@ mod fault;
 mod memcached;
 mod redis_keys;
 mod saturation;
-mod servers;
+/// The store launchers, from the `test-support` crate.
+mod servers {
+    pub use test_support::dns::SrvDns;
+    pub use test_support::net::free_port;
+    pub use test_support::stores::*;
+    pub use test_support::tls::{Pki, pki};
+
+    pub fn temp_dir(tag: &str) -> std::path::PathBuf {
+        test_support::net::temp_dir("rl-store", tag)
+    }
+}

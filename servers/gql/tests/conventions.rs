@@ -46,7 +46,7 @@ async fn creature_is_found_by_id_or_by_name_but_not_both() {
         json!({"query": r#"{ creature(id: "001") { name } }"#}),
     )
     .await;
-    assert_eq!(by_id.body, r#"{"data":{"creature":{"name":"Cindle"}}}"#);
+    assert_eq!(by_id.text(), r#"{"data":{"creature":{"name":"Cindle"}}}"#);
     let unpadded = get(
         &binary,
         &[("query", r#"{ creature(id: "12") { id name } }"#)],
@@ -57,7 +57,7 @@ async fn creature_is_found_by_id_or_by_name_but_not_both() {
         unpadded.json()["data"]["creature"],
         json!({"id": "012", "name": "Tempestral"}),
         "{}",
-        unpadded.body
+        unpadded.text()
     );
     let by_name = post_json(
         binary.addr,
@@ -74,7 +74,7 @@ async fn creature_is_found_by_id_or_by_name_but_not_both() {
         ("{ creature { id } }", "neither was given"),
     ] {
         let reply = post_json(binary.addr, json!({ "query": query })).await;
-        assert_eq!(reply.status, 200, "a field error: {}", reply.body);
+        assert_eq!(reply.status, 200, "a field error: {}", reply.text());
         assert_eq!(reply.json()["data"], json!({"creature": null}));
         let error = first_error(&reply);
         assert_eq!(
@@ -103,11 +103,11 @@ async fn a_browser_get_with_a_query_opens_the_explorer_with_it_filled_in() {
     );
     assert_eq!(page.header("vary"), Some("accept"));
     assert_eq!(
-        prefill(&page.body),
+        prefill(&page.text()),
         json!({"query": query, "variables": r#"{"id": "3"}"#, "operationName": "Named"})
     );
     assert!(
-        page.body.contains("query: prefill.query"),
+        page.text().contains("query: prefill.query"),
         "GraphiQL is given the query"
     );
 
@@ -115,11 +115,11 @@ async fn a_browser_get_with_a_query_opens_the_explorer_with_it_filled_in() {
     let run = get(&binary, &params, "application/json").await;
     assert_eq!(run.header("content-type"), Some("application/json"));
     assert_eq!(run.header("vary"), Some("accept"));
-    assert_eq!(run.body, r#"{"data":{"creature":{"name":"Pyrewolf"}}}"#);
+    assert_eq!(run.text(), r#"{"data":{"creature":{"name":"Pyrewolf"}}}"#);
 
     // Without a query the page shows its default query.
     let plain = get(&binary, &[], BROWSER).await;
-    assert_eq!(prefill(&plain.body), json!({}));
+    assert_eq!(prefill(&plain.text()), json!({}));
     binary.stop().await;
 }
 
@@ -140,20 +140,20 @@ async fn a_query_in_the_url_cannot_break_out_of_the_page_script() {
     // The request adds no element: as many script tags as the page without a query.
     for tag in ["<script", "</script", "<img", "<!--"] {
         assert_eq!(
-            page.body.to_ascii_lowercase().matches(tag).count(),
-            plain.body.to_ascii_lowercase().matches(tag).count(),
+            page.text().to_ascii_lowercase().matches(tag).count(),
+            plain.text().to_ascii_lowercase().matches(tag).count(),
             "{tag} from the URL reached the page:\n{}",
-            page.body
+            page.text()
         );
     }
-    assert!(!page.body.contains("alert(1)</script>"));
+    assert!(!page.text().contains("alert(1)</script>"));
     assert!(
-        page.body
+        page.text()
             .contains(r"\u003c/script\u003e\u003cscript\u003ealert(1)")
     );
     // And GraphiQL still gets the query exactly as sent.
     assert_eq!(
-        prefill(&page.body),
+        prefill(&page.text()),
         json!({"query": hostile, "variables": variables})
     );
     binary.stop().await;

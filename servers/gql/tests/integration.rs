@@ -4,11 +4,10 @@ mod common;
 
 use std::{net::SocketAddr, time::Duration};
 
-use common::{
-    BIN, Binary, LIMIT, Reply, exchange, fake_assets, get_query, parse, post_json, request,
-};
+use common::{BIN, Binary, LIMIT, Reply, exchange, fake_assets, get_query, post_json, request};
 use gql_server::{Assets, Settings, serve};
 use serde_json::{Value, json};
+use test_support::http::parse;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -59,7 +58,7 @@ async fn post_json_runs_queries_with_fields_in_query_order() {
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("content-type"), Some("application/json"));
     assert_eq!(
-        reply.body,
+        reply.text(),
         r#"{"data":{"creature":{"name":"Pebbit","id":"007","weight":{"maximum":"11.025kg","minimum":"8.575kg"}}}}"#
     );
     let all = post_json(server.addr, json!({"query": "{ creatures { id } }"})).await;
@@ -77,7 +76,7 @@ async fn post_json_runs_queries_with_fields_in_query_order() {
 async fn get_runs_queries_but_refuses_mutations() {
     let server = Server::start(Settings::default()).await;
     let reply = get_query(server.addr, r#"{ creatureById(id: "12") { name } }"#).await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json()["data"]["creatureById"]["name"], "Tempestral");
 
     let mutation = get_query(
@@ -110,7 +109,7 @@ async fn get_runs_queries_but_refuses_mutations() {
         vars.json()["data"]["creature"]["id"],
         "001",
         "{}",
-        vars.body
+        vars.text()
     );
     server.stop().await;
 }
@@ -126,7 +125,7 @@ async fn mutations_create_update_and_unknown_ids_error() {
         }),
     )
     .await;
-    assert_eq!(created.status, 200, "{}", created.body);
+    assert_eq!(created.status, 200, "{}", created.text());
     let id = created.json()["data"]["createMessage"]["id"]
         .as_str()
         .unwrap()
@@ -203,7 +202,12 @@ async fn other_body_types_are_accepted() {
         br#"{ creature(name: "Sparkit") { id } }"#,
     )
     .await;
-    assert_eq!(raw.json()["data"]["creature"]["id"], "016", "{}", raw.body);
+    assert_eq!(
+        raw.json()["data"]["creature"]["id"],
+        "016",
+        "{}",
+        raw.text()
+    );
     let form = request(
         server.addr,
         "POST",
@@ -216,7 +220,7 @@ async fn other_body_types_are_accepted() {
         form.json()["data"]["createMessage"]["content"],
         "f",
         "{}",
-        form.body
+        form.text()
     );
     let charset = request(
         server.addr,
@@ -298,7 +302,7 @@ async fn bad_requests_get_clear_errors_and_statuses() {
         ),
     ];
     for (reply, status, text) in cases {
-        assert_eq!(reply.status, status, "{}", reply.body);
+        assert_eq!(reply.status, status, "{}", reply.text());
         let message = reply.json()["errors"][0]["message"]
             .as_str()
             .unwrap()
@@ -367,7 +371,7 @@ async fn request_size_limits() {
     )
     .await;
     assert_eq!(declared.status, 413);
-    assert!(declared.body.contains("larger than 1024 bytes"));
+    assert!(declared.text().contains("larger than 1024 bytes"));
 
     // Chunked, so the size is only known while reading.
     let mut raw = format!(
@@ -380,7 +384,7 @@ async fn request_size_limits() {
     }
     raw.extend_from_slice(b"0\r\n\r\n");
     let chunked = exchange(server.addr, &raw).await;
-    assert_eq!(chunked.status, 413, "{}", chunked.body);
+    assert_eq!(chunked.status, 413, "{}", chunked.text());
 
     let long = get_query(
         server.addr,
@@ -430,7 +434,7 @@ async fn explorer_page_uses_cdn_by_default() {
         Some("text/html; charset=utf-8")
     );
     assert!(
-        page.body
+        page.text()
             .contains("https://cdn.jsdelivr.net/npm/graphiql@3.9.0/graphiql.min.js")
     );
     let asset = request(
@@ -460,11 +464,11 @@ async fn explorer_serves_local_assets_and_nothing_else() {
     )
     .await;
     assert!(
-        page.body
+        page.text()
             .contains(r#"<script src="/graphql/assets/graphiql/graphiql.min.js">"#)
     );
     assert!(
-        !page.body.contains("https://"),
+        !page.text().contains("https://"),
         "offline page loads nothing remote"
     );
     let js = request(
@@ -476,7 +480,7 @@ async fn explorer_serves_local_assets_and_nothing_else() {
     )
     .await;
     assert_eq!(js.status, 200);
-    assert_eq!(js.body, "/* graphiql */");
+    assert_eq!(js.text(), "/* graphiql */");
     assert_eq!(
         js.header("content-type"),
         Some("text/javascript; charset=utf-8")
@@ -563,7 +567,7 @@ async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
     let addr = binary.addr;
     let reply = post_json(addr, json!({"query": "{ creatures { name } }"})).await;
     assert_eq!(
-        reply.body,
+        reply.text(),
         r#"{"data":{"creatures":[{"name":"Testling"}]}}"#
     );
     let deep = post_json(
@@ -574,7 +578,7 @@ async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
     assert_eq!(deep.status, 400, "--max-depth=4 applies");
     let page = request(addr, "GET", "/graphql", &[("Accept", "text/html")], b"").await;
     assert!(
-        page.body
+        page.text()
             .contains("/graphql/assets/react/umd/react.production.min.js")
     );
     binary.stop().await;

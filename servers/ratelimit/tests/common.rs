@@ -1,40 +1,36 @@
 //! Starts the real binary on ephemeral loopback ports and talks raw HTTP/1.1 to it, so
-//! tests can send anything, malformed bytes included.
+//! tests can send anything, malformed bytes included. The process guard and the HTTP
+//! client come from the `test-support` crate; what is particular to this server (its
+//! settings, the line announcing its ports, rules under `config/`, gRPC) is here.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub use test_support::http::Response as HttpResponse;
+use test_support::process::{Capture, Proc};
+
 pub struct Server {
-    pub child: Child,
+    /// The process, its stderr lines in `proc.lines`.
+    pub proc: Proc,
     pub http: SocketAddr,
     pub debug: SocketAddr,
     /// `host:port`, or `unix:/path`.
     pub grpc: String,
     pub dir: PathBuf,
-    pub stderr: mpsc::Receiver<String>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
+/// A fresh directory with an empty `config/` in it.
 pub fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "rl-test-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = test_support::net::temp_dir("rl-test", tag);
     std::fs::create_dir_all(dir.join("config")).unwrap();
     dir
 }
@@ -88,79 +84,45 @@ pub fn start_with_file_limit(files: u64, rules: &[(&str, &str)], env: &[(&str, &
     start_command(dir, rules, cmd)
 }
 
-fn start_command(dir: PathBuf, rules: &[(&str, &str)], mut cmd: Command) -> Server {
+fn start_command(dir: PathBuf, rules: &[(&str, &str)], cmd: Command) -> Server {
     for (name, text) in rules {
         std::fs::write(dir.join("config").join(name), text).unwrap();
     }
-    let mut child = cmd.spawn().expect("spawn ratelimit");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let line = match rx.recv_timeout(left) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("server did not report its ports; exit: {:?}", child.wait());
-            }
-        };
-        if let Some(rest) = line.strip_prefix("ratelimit: listening ") {
-            let mut http = None;
-            let mut debug = None;
-            let mut grpc = String::new();
-            for part in rest.split_whitespace() {
-                if let Some(a) = part.strip_prefix("grpc=") {
-                    grpc = a.to_owned();
-                }
-                if let Some(a) = part.strip_prefix("http=") {
-                    http = a.parse().ok();
-                }
-                if let Some(a) = part.strip_prefix("debug=") {
-                    debug = a.parse().ok();
-                }
-            }
-            return Server {
-                child,
-                http: http.unwrap(),
-                debug: debug.unwrap(),
-                grpc,
-                dir,
-                stderr: rx,
-            };
-        }
+    let mut proc = Proc::spawn(cmd, Capture::Stderr);
+    let Some((http, debug, grpc)) = proc.find_line(Duration::from_secs(20), listening) else {
+        proc.kill();
+        panic!(
+            "server did not report its ports; exit: {:?}",
+            proc.child.wait()
+        );
+    };
+    Server {
+        proc,
+        http,
+        debug,
+        grpc,
+        dir,
     }
 }
 
-pub struct HttpResponse {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl HttpResponse {
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
+/// The addresses in the server's `ratelimit: listening http=… debug=… grpc=…` line.
+pub fn listening(line: &str) -> Option<(SocketAddr, SocketAddr, String)> {
+    let rest = line.strip_prefix("ratelimit: listening ")?;
+    let mut http = None;
+    let mut debug = None;
+    let mut grpc = String::new();
+    for part in rest.split_whitespace() {
+        if let Some(a) = part.strip_prefix("grpc=") {
+            grpc = a.to_owned();
+        }
+        if let Some(a) = part.strip_prefix("http=") {
+            http = a.parse().ok();
+        }
+        if let Some(a) = part.strip_prefix("debug=") {
+            debug = a.parse().ok();
+        }
     }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
+    Some((http.unwrap(), debug.unwrap(), grpc))
 }
 
 /// One request on a fresh connection (`Connection: close`), body as raw bytes.
@@ -176,69 +138,7 @@ pub fn request_with(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpResponse {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-    let extra: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    // The server may answer (413) before it read everything; that is fine.
-    let _ = s.write_all(body);
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    parse(&raw)
-}
-
-pub fn parse(raw: &[u8]) -> HttpResponse {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
-    {
-        body = dechunk(&body);
-    }
-    HttpResponse {
-        status,
-        headers,
-        body,
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(nl) = b.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&b[..nl]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&b[nl + 2..nl + 2 + size]);
-        b = &b[nl + 2 + size + 2..];
-    }
-    out
+    test_support::http::request(addr, method, path, headers, body)
 }
 
 /// A gRPC channel (one HTTP/2 connection) to `addr` (`host:port`).

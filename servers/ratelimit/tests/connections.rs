@@ -213,7 +213,7 @@ async fn health_checks_answer_while_silent_connections_flood_every_port() {
     let answer = call(&ch, &req("rl", &[("free", "x")])).await;
     assert!(answer.is_ok(), "{answer:?}");
     drop(flood);
-    let log: Vec<String> = srv.stderr.try_iter().collect();
+    let log: Vec<String> = srv.proc.lines.try_iter().collect();
     let noisy = log.iter().filter(|l| l.contains("open files")).count();
     assert!(
         noisy <= 3,

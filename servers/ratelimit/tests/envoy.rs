@@ -7,8 +7,10 @@
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use test_support::process::{Capture, Proc};
 
 use crate::common::{Server, request_with, start, temp_dir};
 
@@ -24,16 +26,10 @@ fn envoy_binary() -> Option<PathBuf> {
     (!p.is_empty()).then(|| PathBuf::from(p))
 }
 
+/// Envoy, killed by PID when dropped.
 struct Envoy {
-    child: Child,
+    _proc: Proc,
     listener: SocketAddr,
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn config(rls_grpc: &str, backend: SocketAddr, fail_closed: bool) -> String {
@@ -154,7 +150,10 @@ fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
         assert!(Instant::now() < deadline, "envoy listener not up");
         std::thread::sleep(Duration::from_millis(100));
     };
-    Envoy { child, listener }
+    Envoy {
+        _proc: Proc::adopt(child, Capture::Nothing),
+        listener,
+    }
 }
 
 fn get(envoy: &Envoy, key: &str) -> crate::common::HttpResponse {
@@ -197,8 +196,7 @@ fn envoy_enforces_our_decisions_and_fails_open_or_closed() {
 
     // Our server goes away: the fail-open proxy lets traffic through, the fail-closed one
     // refuses it.
-    let _ = rls.child.kill();
-    let _ = rls.child.wait();
+    rls.proc.kill();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let o = get(&open, "carol");

@@ -403,14 +403,7 @@ async fn sigterm_turns_health_not_serving_before_draining() {
         .into_inner();
     let first = watch.next().await.unwrap().unwrap();
     assert_eq!(first.status(), ServingStatus::Serving);
-    let pid = srv.child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(srv.proc.signal("TERM"));
     let next = tokio::time::timeout(Duration::from_secs(10), watch.next())
         .await
         .expect("a health update after SIGTERM")

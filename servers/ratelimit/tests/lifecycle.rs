@@ -48,11 +48,7 @@ fn a_bad_setting_names_the_variable_and_value() {
 
 #[test]
 fn an_unreachable_store_stops_startup_after_the_backoff() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = test_support::net::free_port();
     let url = format!("127.0.0.1:{port}");
     let (code, err) = run_to_exit(
         &[
@@ -108,7 +104,7 @@ fn memcache_tls_files_and_srv_records_are_checked_at_start() {
         "{err}"
     );
     // A DNS server that knows no such record.
-    let dns = crate::store_servers::SrvDns::start(Vec::new());
+    let dns = test_support::dns::SrvDns::start(Vec::new());
     let nameserver = dns.addr.to_string();
     let (code, err) = run_to_exit(
         &[
@@ -149,22 +145,13 @@ fn a_missing_rule_directory_is_reported() {
 fn sigterm_drains_and_exits_cleanly() {
     let mut srv = start(&[("a.yaml", OK_RULES)], &[]);
     assert_eq!(request(srv.http, "GET", "/healthcheck", b"").status, 200);
-    let pid = srv.child.id().to_string();
-    let st = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = srv.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "did not stop after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    assert!(srv.proc.signal("TERM"));
+    let status = srv
+        .proc
+        .wait_timeout(Duration::from_secs(15))
+        .expect("did not stop after SIGTERM");
     assert!(status.success(), "{status:?}");
-    let log: Vec<String> = srv.stderr.try_iter().collect();
+    let log: Vec<String> = srv.proc.lines.try_iter().collect();
     assert!(
         log.iter()
             .any(|l| l.contains("termination signal received")),
@@ -183,7 +170,7 @@ fn huge_pages_allowed(pid: u32) -> bool {
 fn huge_pages_are_off_unless_the_operator_allows_them() {
     let rules = [("r.yaml", "domain: d\n")];
     let off = start(&rules, &[]);
-    assert!(!huge_pages_allowed(off.child.id()));
+    assert!(!huge_pages_allowed(off.proc.child.id()));
     let on = start(&rules, &[("MIMALLOC_ALLOW_THP", "1")]);
-    assert!(huge_pages_allowed(on.child.id()));
+    assert!(huge_pages_allowed(on.proc.child.id()));
 }

@@ -135,7 +135,11 @@ async fn prometheus_exposition_parses_and_has_upstreams_names() {
             ("PROMETHEUS_ADDR", "127.0.0.1:0"),
         ],
     );
-    let line = srv.stderr.recv_timeout(Duration::from_secs(10)).unwrap();
+    let line = srv
+        .proc
+        .lines
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
     let addr: std::net::SocketAddr = line
         .strip_prefix("ratelimit: listening prometheus=")
         .unwrap_or_else(|| panic!("{line}"))
@@ -232,7 +236,7 @@ fn two_sinks_are_refused_and_json_logs_hide_secrets() {
     post_json(srv.http, REQ);
     post_json(srv.http, "not json");
     std::thread::sleep(Duration::from_millis(400));
-    let lines: Vec<String> = srv.stderr.try_iter().collect();
+    let lines: Vec<String> = srv.proc.lines.try_iter().collect();
     let json_lines: Vec<serde_json::Value> = lines
         .iter()
         .filter(|l| l.starts_with('{'))

@@ -27,7 +27,7 @@ fn lacks(srv: &Server, unexpected: &str) -> Option<Duration> {
 fn logged(srv: &Server, needle: &str) -> String {
     let mut log = Vec::new();
     let found = within(VISIBLE, || {
-        log.extend(srv.stderr.try_iter());
+        log.extend(srv.proc.lines.try_iter());
         log.iter().any(|l| l.contains(needle))
     });
     assert!(found.is_some(), "no log line with {needle:?} in {log:#?}");

@@ -1,50 +1,28 @@
 //! Helpers for the rule delivery tests: a server start that does not wait for the listeners,
 //! polling with deadlines, and readers for `/rlconfig`, `/stats` and health.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use test_support::process::{Capture, Proc};
 
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use crate::common::{Server, command, request};
+use crate::common::{Server, command, listening, request};
 
 /// A started process whose listeners may not be open yet.
 pub struct Pending {
-    pub child: Option<Child>,
+    pub proc: Option<Proc>,
     pub dir: PathBuf,
-    pub stderr: mpsc::Receiver<String>,
     /// Every stderr line read so far.
     pub log: Vec<String>,
 }
 
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 pub fn spawn(dir: &Path, env: &[(&str, &str)]) -> Pending {
-    let mut child = command(dir, env).spawn().expect("spawn ratelimit");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
     Pending {
-        child: Some(child),
+        proc: Some(Proc::spawn(command(dir, env), Capture::Stderr)),
         dir: dir.to_owned(),
-        stderr: rx,
         log: Vec::new(),
     }
 }
@@ -52,43 +30,24 @@ pub fn spawn(dir: &Path, env: &[(&str, &str)]) -> Pending {
 impl Pending {
     /// Reads stderr for up to `timeout`; the server once it reports its listeners.
     pub fn wait_listening(&mut self, timeout: Duration) -> Option<Server> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.stderr.recv_timeout(left).ok()?;
-            self.log.push(line.clone());
-            let Some(rest) = line.strip_prefix("ratelimit: listening ") else {
-                continue;
-            };
-            let mut http = None;
-            let mut debug = None;
-            let mut grpc = String::new();
-            for part in rest.split_whitespace() {
-                if let Some(a) = part.strip_prefix("grpc=") {
-                    grpc = a.to_owned();
-                }
-                if let Some(a) = part.strip_prefix("http=") {
-                    http = a.parse().ok();
-                }
-                if let Some(a) = part.strip_prefix("debug=") {
-                    debug = a.parse().ok();
-                }
-            }
-            return Some(Server {
-                child: self.child.take().unwrap(),
-                http: http.unwrap(),
-                debug: debug.unwrap(),
-                grpc,
-                dir: self.dir.clone(),
-                stderr: std::mem::replace(&mut self.stderr, mpsc::channel().1),
-            });
-        }
+        let log = &mut self.log;
+        let (http, debug, grpc) = self.proc.as_ref()?.find_line(timeout, |line| {
+            log.push(line.to_owned());
+            listening(line)
+        })?;
+        Some(Server {
+            proc: self.proc.take().unwrap(),
+            http,
+            debug,
+            grpc,
+            dir: self.dir.clone(),
+        })
     }
 
     /// Reads stderr lines that arrived until now.
     pub fn drain(&mut self) -> &[String] {
-        while let Ok(l) = self.stderr.try_recv() {
-            self.log.push(l);
+        if let Some(p) = &self.proc {
+            self.log.extend(p.lines.try_iter());
         }
         &self.log
     }

@@ -545,7 +545,7 @@ fn xds_over_mutual_tls_with_san_override_and_extra_headers() {
     let refused = p.wait_listening(Duration::from_secs(20)).unwrap();
     let mut log = p.log.clone();
     let logged = within(VISIBLE, || {
-        log.extend(refused.stderr.try_iter());
+        log.extend(refused.proc.lines.try_iter());
         log.iter()
             .any(|l| l.contains("cannot connect to the xDS server"))
     });
@@ -616,7 +616,7 @@ fn xds_responses_over_the_size_limit_are_refused() {
     let srv = start_in(temp_dir("xds-size"), &[], &env_refs(&env));
     let mut log = Vec::new();
     let refused = within(VISIBLE, || {
-        log.extend(srv.stderr.try_iter());
+        log.extend(srv.proc.lines.try_iter());
         log.iter()
             .any(|l| l.contains("ended") && l.contains("too large"))
     });

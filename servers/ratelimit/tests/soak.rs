@@ -221,7 +221,7 @@ async fn good_traffic_holds_through_floods_oversized_requests_and_reloads() {
         &[("soak.yaml", &rules(0))],
         &[("CONNECTION_FIRST_BYTE_TIMEOUT", "2s")],
     );
-    let pid = srv.child.id();
+    let pid = srv.proc.child.id();
     // Long-lived connections, as Envoy keeps them.
     let good: Vec<Channel> =
         futures_util::future::join_all((0..4).map(|_| channel(&srv.grpc))).await;

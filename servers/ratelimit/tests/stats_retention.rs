@@ -162,7 +162,7 @@ fn a_reload_flushes_removed_rules_once_then_drops_them() {
 }
 
 fn rss_bytes(srv: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.child.id())).unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.proc.child.id())).unwrap();
     let kb: u64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{post_json, request, start};
-use crate::store_servers as servers;
+use test_support::{dns, net, stores as servers, tls};
 
 const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
 const REQ: &str =
@@ -35,7 +35,7 @@ fn redis_backend_shares_counters_between_two_servers() {
 
 #[test]
 fn redis_outage_fails_fast_health_follows_and_recovers() {
-    let port = servers::free_port();
+    let port = net::free_port();
     let redis = servers::redis_on(port, &[]);
     let url = format!("127.0.0.1:{port}");
     let srv = start(
@@ -132,7 +132,7 @@ fn memcache_codes(srv: &crate::common::Server, n: usize) -> Vec<u16> {
 
 #[test]
 fn memcache_over_mutual_tls() {
-    let pki = servers::pki(&["localhost"]);
+    let pki = tls::pki(&["localhost"]);
     let node = servers::memcached_tls(&[
         format!("ssl_chain_cert={}", pki.server_cert),
         format!("ssl_key={}", pki.server_key),
@@ -158,7 +158,7 @@ fn memcache_over_mutual_tls() {
 fn memcache_nodes_from_srv() {
     let a = servers::memcached();
     let b = servers::memcached();
-    let dns = servers::SrvDns::start(vec![
+    let dns = dns::SrvDns::start(vec![
         ("localhost".into(), a.port),
         ("localhost".into(), b.port),
     ]);
@@ -177,7 +177,7 @@ fn memcache_nodes_from_srv() {
     dns.set(vec![("localhost".into(), a.port)]);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let log: Vec<String> = srv.stderr.try_iter().collect();
+        let log: Vec<String> = srv.proc.lines.try_iter().collect();
         if log.iter().any(|l| l.contains("memcache servers changed")) {
             break;
         }

@@ -15,9 +15,5 @@ mod rules_util;
 mod rules_xds;
 mod stats_retention;
 mod stores;
-// The store launchers of ratelimit-backends' tests, shared rather than copied.
-#[path = "../../../ratelimit-backends/tests/servers.rs"]
-#[allow(dead_code)]
-mod store_servers;
 mod tls;
 mod tracing_otlp;

@@ -269,7 +269,7 @@ async fn https_get(
         Err(e) if raw.is_empty() => return Err(e.to_string()),
         Err(_) => {}
     }
-    Ok(crate::common::parse(&raw).status)
+    Ok(test_support::http::parse(&raw).status)
 }
 
 #[tokio::test]

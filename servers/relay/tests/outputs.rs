@@ -4,10 +4,9 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value as Json, json};
+use test_support::process::{Capture, Proc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -251,50 +251,38 @@ fn grafana() -> Responder {
 
 /// The relay binary, killed by PID when dropped; its stdout is collected.
 struct Relay {
-    child: Child,
+    proc: Proc,
     addr: String,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    /// The stdout lines read so far.
+    lines: Mutex<Vec<String>>,
 }
 
 impl Relay {
     fn start(args: &[String], env: &[(&str, String)]) -> Relay {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_event-relay"))
-            .args(["--http-listen", "127.0.0.1:0"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_event-relay"));
+        cmd.args(["--http-listen", "127.0.0.1:0"])
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("EVENTS_STDOUT_FORMAT", "json")
-            .env("EVENTS_STDOUT_LEVEL", "debug")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
+            .env("EVENTS_STDOUT_LEVEL", "debug");
+        let proc = Proc::spawn(cmd, Capture::Stdout);
+        let first = proc
+            .find_line(Duration::from_secs(20), |l| Some(l.to_owned()))
+            .expect("the relay's first line");
         let first: Json =
             serde_json::from_str(&first).unwrap_or_else(|e| panic!("first line {first:?}: {e}"));
         let addr = first["listen"].as_str().unwrap().to_string();
-        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in out.lines() {
-                let Ok(line) = line else { return };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Relay { child, addr, lines }
+        Relay {
+            proc,
+            addr,
+            lines: Mutex::default(),
+        }
     }
 
     fn records(&self) -> Vec<Json> {
-        self.lines
-            .lock()
-            .unwrap()
+        let mut lines = self.lines.lock().unwrap();
+        lines.extend(self.proc.lines.try_iter());
+        lines
             .iter()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
@@ -349,32 +337,15 @@ impl Relay {
 }
 
 async fn request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body).await.unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = text.split_once("\r\n\r\n").unwrap().1.to_string();
-    (status, body)
+    let headers = [("Content-Type", "application/json")];
+    let r = test_support::http::request_async(addr, method, path, &headers, body).await;
+    (r.status, r.text())
 }
 
 /// A `nats-server` on a free port, killed by PID when dropped.
 struct Nats {
-    child: Child,
+    _proc: Proc,
     url: String,
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn nats_binary() -> Option<PathBuf> {
@@ -399,19 +370,13 @@ async fn start_nats() -> Option<Nats> {
         );
         return None;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+    let port = test_support::net::free_port();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
     let nats = Nats {
-        child,
+        _proc: Proc::spawn(cmd, Capture::Nothing),
         url: format!("nats://127.0.0.1:{port}"),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1239,17 +1204,10 @@ async fn sigterm_delivers_what_is_queued_before_exiting() {
         )
         .await;
     assert_eq!(status, 200);
-    let pid = relay.child.id().to_string();
     let t = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(relay.proc.signal("TERM"));
     let code = tokio::task::spawn_blocking(move || {
-        let code = relay.child.wait().unwrap().code();
+        let code = relay.proc.child.wait().unwrap().code();
         (code, relay)
     })
     .await

@@ -10,8 +10,9 @@ use relay_server::log::{Logger, Memory};
 use relay_server::settings::StdoutFormat;
 use relay_server::{App, Settings, serve};
 use serde_json::Value as Json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use test_support::http::Response;
+use test_support::process::{Capture, Proc};
+use tokio::net::TcpListener;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -29,45 +30,21 @@ fn template(name: &str) -> String {
         .to_string()
 }
 
-struct Reply {
-    status: u16,
-    body: String,
-}
-
 async fn request(
     addr: &str,
     method: &str,
     path: &str,
     content_type: Option<&str>,
     body: &[u8],
-) -> Reply {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(ct) = content_type {
-        head.push_str(&format!("Content-Type: {ct}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body).await.unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Reply { status, body }
+) -> Response {
+    let headers: Vec<(&str, &str)> = content_type
+        .map(|ct| ("Content-Type", ct))
+        .into_iter()
+        .collect();
+    test_support::http::request_async(addr, method, path, &headers, body).await
 }
 
-async fn post(addr: &str, path: &str, body: &[u8]) -> Reply {
+async fn post(addr: &str, path: &str, body: &[u8]) -> Response {
     request(addr, "POST", path, Some("application/json"), body).await
 }
 
@@ -166,7 +143,7 @@ async fn every_sample_payload_is_answered_and_rendered() {
     )
     .await;
     assert_eq!(a.status, 200);
-    let j: Json = serde_json::from_str(&a.body).unwrap();
+    let j: Json = serde_json::from_str(&a.text()).unwrap();
     assert_eq!(
         j,
         serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -213,7 +190,7 @@ async fn every_sample_payload_is_answered_and_rendered() {
     )
     .await;
     assert_eq!(a.status, 200);
-    let j: Json = serde_json::from_str(&a.body).unwrap();
+    let j: Json = serde_json::from_str(&a.text()).unwrap();
     assert_eq!(
         j["response"],
         serde_json::json!({"uid": "a1b2c3d4-e5f6-11e9-953e-0050568aa55b", "allowed": true})
@@ -239,7 +216,7 @@ async fn every_sample_payload_is_answered_and_rendered() {
     ] {
         let a = post(&r.addr, "/alertmanager", &payload(file)).await;
         assert_eq!(
-            (a.status, a.body.as_str()),
+            (a.status, a.text().as_str()),
             (200, r#"{"Message":"OK"}"#),
             "{file}"
         );
@@ -266,7 +243,7 @@ async fn every_sample_payload_is_answered_and_rendered() {
 
     let h = request(&r.addr, "GET", "/healthz", None, b"").await;
     assert_eq!(h.status, 200);
-    let h: Json = serde_json::from_str(&h.body).unwrap();
+    let h: Json = serde_json::from_str(&h.text()).unwrap();
     assert_eq!(h["received"], 9);
     assert_eq!(h["rendered"], 16);
     assert_eq!(h["dropped"], 0);
@@ -365,12 +342,12 @@ async fn bad_requests_say_what_is_wrong() {
             status,
             "{method} {path} {:?}: {}",
             String::from_utf8_lossy(body),
-            a.body
+            a.text()
         );
         assert!(
-            a.body.contains(msg),
+            a.text().contains(msg),
             "{method} {path}: {:?} lacks {msg:?}",
-            a.body
+            a.text()
         );
     }
     // Charset parameters are fine; a kind the relay does not report is still allowed.
@@ -384,9 +361,9 @@ async fn bad_requests_say_what_is_wrong() {
     .await;
     assert_eq!(a.status, 200);
     assert!(
-        a.body.contains(r#""allowed":true"#) && a.body.contains(r#""uid":"u9""#),
+        a.text().contains(r#""allowed":true"#) && a.text().contains(r#""uid":"u9""#),
         "{}",
-        a.body
+        a.text()
     );
 }
 
@@ -425,7 +402,7 @@ async fn dry_runs_and_failing_templates_never_block_the_answer() {
     )
     .await;
     assert_eq!(a.status, 200);
-    assert!(a.body.contains(r#""allowed":true"#));
+    assert!(a.text().contains(r#""allowed":true"#));
     // The failure is counted just before it is logged: wait for the record itself.
     let deadline = Instant::now() + Duration::from_secs(10);
     let err = loop {
@@ -454,25 +431,21 @@ async fn dry_runs_and_failing_templates_never_block_the_answer() {
 
 #[test]
 fn the_binary_serves_and_prints_messages() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::process::{Command, Stdio};
+    use std::io::{Read, Write};
+    use std::process::Command;
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_event-relay"))
-        .args([
-            "--http-listen",
-            "127.0.0.1:0",
-            "--http-alertmanager-url",
-            "/alertmanager",
-        ])
-        .args(["--slack-url", "http://127.0.0.1:9/api?token=t&channels=C"])
-        .args(["--slack-message-template", &template("slack.message")])
-        .env("EVENTS_STDOUT_FORMAT", "json")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_event-relay"));
+    cmd.args([
+        "--http-listen",
+        "127.0.0.1:0",
+        "--http-alertmanager-url",
+        "/alertmanager",
+    ])
+    .args(["--slack-url", "http://127.0.0.1:9/api?token=t&channels=C"])
+    .args(["--slack-message-template", &template("slack.message")])
+    .env("EVENTS_STDOUT_FORMAT", "json");
+    let mut relay = Proc::spawn(cmd, Capture::Stdout);
+    let line = relay.lines.recv().unwrap();
     let first: Json = serde_json::from_str(&line).unwrap();
     let addr = first["listen"].as_str().unwrap().to_string();
 
@@ -492,17 +465,15 @@ fn the_binary_serves_and_prints_messages() {
 
     let mut msgs = Vec::new();
     while msgs.len() < 2 {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
+        let Ok(line) = relay.lines.recv() else {
             break;
-        }
+        };
         let j: Json = serde_json::from_str(&line).unwrap();
         if j.get("output").is_some() {
             msgs.push(j);
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    relay.kill();
     assert_eq!(msgs.len(), 2);
     let texts: Vec<&str> = msgs.iter().map(|m| m["msg"].as_str().unwrap()).collect();
     assert!(
@@ -588,7 +559,7 @@ async fn the_render_bound_counts_requests_so_a_big_notification_renders_in_full(
     assert!(alerts > relay_server::MAX_IN_FLIGHT);
     body["alerts"] = Json::Array(vec![one; alerts]);
     let a = post(&r.addr, "/alertmanager", body.to_string().as_bytes()).await;
-    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.status, 200, "{}", a.text());
     let stats = &r.app.stats;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -4,83 +4,23 @@
 // Each test crate uses its own subset.
 #![allow(dead_code)]
 
-use std::{
-    net::SocketAddr,
-    path::PathBuf,
-    process::Stdio,
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Duration,
-};
+use std::{net::SocketAddr, path::PathBuf, process::Stdio, time::Duration};
 
 use serde_json::Value;
-use tokio::{
-    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
-    net::TcpStream,
-    process::{Child, Command},
-    time::timeout,
-};
+pub use test_support::http::Response as Reply;
+use test_support::process::{Capture, Proc};
 
 pub const LIMIT: Duration = Duration::from_secs(20);
 
 /// The `gql-demo` binary of this package.
 pub const BIN: &str = env!("CARGO_BIN_EXE_gql-demo");
 
-#[derive(Debug)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-}
-
 /// Sends one raw HTTP/1.1 request (the caller adds `Connection: close`) and reads the reply.
 pub async fn exchange(addr: SocketAddr, raw: &[u8]) -> Reply {
-    timeout(LIMIT, async {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(raw).await.unwrap();
-        let mut bytes = Vec::new();
-        stream.read_to_end(&mut bytes).await.unwrap();
-        parse(&bytes)
-    })
-    .await
-    .expect("reply in time")
+    test_support::http::exchange_async(addr, raw).await
 }
 
-pub fn parse(bytes: &[u8]) -> Reply {
-    let text = String::from_utf8_lossy(bytes);
-    let (head, body) = text.split_once("\r\n\r\n").expect("a full HTTP reply");
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    Reply {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
-
+/// One request with `Connection: close` and, unless given, `Content-Length`.
 pub async fn request(
     addr: SocketAddr,
     method: &str,
@@ -88,17 +28,7 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Reply {
-    let mut raw = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        raw.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() || method == "POST" {
-        raw.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    raw.push_str("\r\n");
-    let mut raw = raw.into_bytes();
-    raw.extend_from_slice(body);
-    exchange(addr, &raw).await
+    test_support::http::request_async(addr, method, target, headers, body).await
 }
 
 pub async fn post_json(addr: SocketAddr, body: Value) -> Reply {
@@ -126,15 +56,9 @@ pub async fn get_query(addr: SocketAddr, query: &str) -> Reply {
     .await
 }
 
-static DIRS: AtomicUsize = AtomicUsize::new(0);
-
 /// A stand-in `node_modules` with the four files the page loads.
 pub fn fake_assets() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "gql-assets-{}-{}",
-        std::process::id(),
-        DIRS.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir = test_support::net::temp_dir("gql-assets", "node_modules");
     for (file, text) in [
         ("react/umd/react.production.min.js", "/* react */"),
         (
@@ -155,48 +79,38 @@ pub fn fake_assets() -> PathBuf {
 /// [`Binary::stop`].
 pub struct Binary {
     pub addr: SocketAddr,
-    child: Child,
+    proc: Proc,
 }
 
 impl Binary {
     /// Starts the binary with `env` and `args` and waits for the address it announces.
     pub async fn start(env: &[(&str, &str)], args: &[&str]) -> Self {
-        let mut command = Command::new(BIN);
+        let mut command = std::process::Command::new(BIN);
         command
             .env("PORT", "0")
             .env("HOST", "127.0.0.1")
             .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
+            .stderr(Stdio::inherit());
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command.spawn().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = timeout(LIMIT, lines.next_line())
-            .await
-            .expect("the binary announces its address in time")
-            .unwrap()
-            .expect("a first line on stdout");
+        let proc = Proc::spawn(command, Capture::Stdout);
+        let line = proc
+            .find_line(LIMIT, |l| Some(l.to_owned()))
+            .expect("the binary announces its address in time");
         let url = line.rsplit(' ').next().unwrap();
         let addr = url
             .trim_start_matches("http://")
             .trim_end_matches("/graphql")
             .parse()
             .unwrap_or_else(|e| panic!("{line:?} does not end in an address: {e}"));
-        Self { addr, child }
+        Self { addr, proc }
     }
 
     /// Sends SIGTERM and checks that the binary exits cleanly.
     pub async fn stop(mut self) {
-        let pid = self.child.id().unwrap().to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let status = timeout(LIMIT, self.child.wait()).await.unwrap().unwrap();
+        assert!(self.proc.signal("TERM"));
+        let status = self.proc.wait_timeout(LIMIT).unwrap();
         assert!(status.success(), "graceful exit on SIGTERM: {status:?}");
     }
 }

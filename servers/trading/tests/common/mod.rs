@@ -5,11 +5,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use trading_model::auth::sign;
 use trading_server::{Settings, serve};
@@ -45,46 +43,14 @@ pub fn fixed_clock() -> Settings {
     }
 }
 
-pub struct Reply {
-    pub status: u16,
-    pub head: String,
-    pub body: Vec<u8>,
-}
+pub use test_support::http::Response as Reply;
 
-impl Reply {
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
-    }
-    pub fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-}
-
+/// Sends `request` as is and reads the reply to the end.
 pub async fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(request).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
-        .await
-        .expect("server answered in time")
-        .unwrap();
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("header end");
-    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    Reply {
-        status,
-        head,
-        body: buf[split + 4..].to_vec(),
-    }
+    test_support::http::exchange_async(addr, request).await
 }
 
+/// One request with `Host`, `Connection: close` and `Content-Length` added.
 pub async fn call(
     addr: SocketAddr,
     method: &str,
@@ -92,17 +58,7 @@ pub async fn call(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Reply {
-    let mut req = format!(
-        "{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    let mut bytes = req.into_bytes();
-    bytes.extend_from_slice(body);
-    raw(addr, &bytes).await
+    test_support::http::request_async(addr, method, target, headers, body).await
 }
 
 pub const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
@@ -113,10 +69,7 @@ pub fn envelope(r: &Reply, endpoint: &str) -> Value {
     assert_eq!(v["meta"]["status"], r.status, "{v}");
     assert_eq!(v["meta"]["endpoint"], endpoint, "{v}");
     assert_eq!(v["meta"]["api_version"], 2);
-    assert_eq!(
-        r.header("content-type").as_deref(),
-        Some("application/json")
-    );
+    assert_eq!(r.header("content-type"), Some("application/json"));
     assert!(v.get("data").is_some());
     v
 }
