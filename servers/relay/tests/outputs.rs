@@ -22,6 +22,7 @@ use test_support::process::{Capture, Proc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
+mod accept_errors;
 mod expression_line;
 mod stalled_requests;
 
@@ -259,7 +260,18 @@ struct Relay {
 
 impl Relay {
     fn start(args: &[String], env: &[(&str, String)]) -> Relay {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_event-relay"));
+        Relay::spawn(Command::new(env!("CARGO_BIN_EXE_event-relay")), args, env)
+    }
+
+    /// The relay under a limit of `files` open files (util-linux's prlimit execs it).
+    fn start_with_file_limit(files: u64, args: &[String], env: &[(&str, String)]) -> Relay {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={files}:{files}"))
+            .arg(env!("CARGO_BIN_EXE_event-relay"));
+        Relay::spawn(cmd, args, env)
+    }
+
+    fn spawn(mut cmd: Command, args: &[String], env: &[(&str, String)]) -> Relay {
         cmd.args(["--http-listen", "127.0.0.1:0"])
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
