@@ -34,7 +34,7 @@ pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
 pub use prescan::Limits;
 pub use rules::RuleSet;
 pub use stats::Stats;
-pub use store::{CounterStore, Increment, MAX_HITS, StoreError};
+pub use store::{CounterStore, Increment, MAX_HITS, StoreError, StoreKind};
 pub use types::{
     Code, CurrentLimit, Descriptor, DescriptorStatus, Entry, Header, LimitOverride, Request,
     Response, Statuses, StatusesIntoIter,

@@ -1,0 +1,471 @@
+//! The plan step: match every descriptor, apply `replaces`, and build the keys and hits of
+//! the counters the request touches, into buffers a thread reuses from request to request.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::Limiter;
+use crate::clock::Clock;
+use crate::decide::LimitSpec;
+use crate::rules::{Rule, RuleSet, cache_key_stem_into};
+use crate::stats::{RULE_PREFIX, RuleStats, sanitize_stat_name};
+use crate::store::{CounterStore, Increment};
+use crate::types::{Code, Descriptor, DescriptorStatus, Request, Response};
+use crate::unit::Unit;
+
+/// Descriptors per request kept inline before spilling to the heap.
+pub(super) const INLINE: usize = 4;
+
+/// Most increments kept for reuse per thread, and the largest key worth keeping.
+const SPARE_KEYS: usize = 64;
+const SPARE_KEY_BYTES: usize = 1024;
+
+/// Buffers reused by the requests decided on one thread, so that a steady-state decision
+/// allocates neither the rule-lookup scratch nor its cache keys. The plan's increments
+/// live here, not in the [`Plan`]: their key strings are overwritten in place by the next
+/// request.
+pub struct Work {
+    scratch: String,
+    /// The increments of the request in progress (its plan says how many), and beyond
+    /// them those of earlier requests.
+    batch: Vec<Increment>,
+    /// The last window start written into a key, and its digits: windows change once a
+    /// unit, so formatting the number again each request is wasted work.
+    window: (u64, String),
+    /// A key grew past [`SPARE_KEY_BYTES`]: the next trim has increments to drop.
+    oversized: bool,
+}
+
+impl Work {
+    /// No window yet: `u64::MAX` is no window's start, so the first key formats its own.
+    pub const NEW: Work = Work {
+        scratch: String::new(),
+        batch: Vec::new(),
+        window: (u64::MAX, String::new()),
+        oversized: false,
+    };
+
+    /// The increments `plan` asks the store for, in slot order.
+    #[inline]
+    pub fn increments(&self, plan: &Plan<'_>) -> &[Increment] {
+        &self.batch[..plan.increments]
+    }
+
+    #[inline]
+    pub(super) fn increments_mut(&mut self, plan: &Plan<'_>) -> &mut [Increment] {
+        &mut self.batch[..plan.increments]
+    }
+
+    /// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
+    #[inline(always)] // two tests per request; the work is in the cold part
+    pub(super) fn trim(&mut self) {
+        if self.batch.len() > SPARE_KEYS || self.oversized {
+            self.trim_slow();
+        }
+    }
+
+    #[cold]
+    fn trim_slow(&mut self) {
+        self.batch.truncate(SPARE_KEYS);
+        if self.oversized {
+            self.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
+            self.oversized = false;
+        }
+    }
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Work::NEW
+    }
+}
+
+/// The counters one request touches, one [`Target`] per descriptor. Filled in place by
+/// [`Limiter::plan`]: with the inline buffers it is several hundred bytes, and moving it
+/// around costs more than the allocations the buffers save.
+pub struct Plan<'r> {
+    /// The first descriptor's target, held apart: most requests have no other, and then
+    /// the plan is a single target with no vector to fill, walk and drop.
+    pub(super) first: Target<'r>,
+    /// The targets of the other descriptors, in order. Dropped by hand (see the `Drop`
+    /// impl): the vector's drop glue is a call even when it holds nothing.
+    pub(super) rest: ManuallyDrop<SmallVec<[Target<'r>; INLINE - 1]>>,
+    /// How many of the [`Work`]'s increments are this request's.
+    pub(super) increments: usize,
+    /// Per increment: known over its limit by the local cache, so not counted. Empty
+    /// without a local cache.
+    pub(super) cached: ManuallyDrop<SmallVec<[bool; INLINE]>>,
+    pub(super) any_cached: bool,
+}
+
+impl Drop for Plan<'_> {
+    #[inline(always)] // two tests for the usual plan of one target
+    fn drop(&mut self) {
+        // A vector that never held anything owns nothing: it can be forgotten.
+        if !self.rest.is_empty() || self.rest.spilled() {
+            drop(std::mem::take(&mut *self.rest));
+        }
+        if self.cached.spilled() {
+            drop(std::mem::take(&mut *self.cached));
+        }
+    }
+}
+
+impl Default for Plan<'_> {
+    fn default() -> Self {
+        Plan {
+            first: Target::NoLimit,
+            rest: ManuallyDrop::new(SmallVec::new()),
+            increments: 0,
+            cached: ManuallyDrop::new(SmallVec::new()),
+            any_cached: false,
+        }
+    }
+}
+
+impl<'r> Plan<'r> {
+    /// One target per descriptor of the request, in order (once [`Limiter::plan`] has
+    /// answered [`Planned::Counted`]).
+    #[inline]
+    pub fn targets(&self) -> impl Iterator<Item = &Target<'r>> + Clone {
+        std::iter::once(&self.first).chain(self.rest.iter())
+    }
+
+    /// How many targets the plan holds.
+    #[inline]
+    pub fn target_count(&self) -> usize {
+        1 + self.rest.len()
+    }
+
+    /// Whether the local cache already knows the counter of `slot` to be over its limit.
+    #[inline]
+    pub fn is_cached(&self, slot: usize) -> bool {
+        self.cached.get(slot).copied().unwrap_or(false)
+    }
+}
+
+/// What the plan step found for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planned {
+    /// The plan holds a target per descriptor: count, then finish.
+    Counted,
+    /// The domain has no rules: every descriptor is OK and nothing is counted.
+    UnknownDomain,
+}
+
+/// What one descriptor resolved to before the store is asked.
+pub enum Target<'a> {
+    /// No rule matched (or it was replaced): OK, not counted.
+    NoLimit,
+    /// The rule is `unlimited`: OK, not counted.
+    Unlimited,
+    /// Counted against a limit, in the increment at `slot`.
+    Counted {
+        /// The limit decided against.
+        spec: LimitSpec<'a>,
+        /// The rule, `None` for a request's own limit override.
+        rule: Option<&'a Arc<Rule>>,
+        /// Hits this request adds.
+        hits: u64,
+        /// The rule's own statistics are borrowed; per-value ones are looked up.
+        stats: Option<Cow<'a, Arc<RuleStats>>>,
+        /// Index of the increment in [`Work::increments`].
+        slot: usize,
+    },
+}
+
+impl<S: CounterStore, C: Clock> Limiter<S, C> {
+    /// The plan step: matches every descriptor (applying `replaces`) and builds the
+    /// increments into `work` and the targets into `plan`, which must be empty. Asks no
+    /// store; a request with one descriptor is the common case and skips the cross-
+    /// descriptor look of `replaces`.
+    #[inline(always)] // the single-descriptor case is the hot path of every entry point
+    pub fn plan<'r>(
+        &self,
+        req: &Request,
+        rules: &'r RuleSet,
+        now: u64,
+        work: &mut Work,
+        plan: &mut Plan<'r>,
+    ) -> Planned {
+        let Some(domain_rules) = rules.domain(&req.domain) else {
+            return Planned::UnknownDomain;
+        };
+        let Work {
+            scratch,
+            batch,
+            window,
+            oversized,
+        } = work;
+        let Plan {
+            first,
+            rest,
+            increments,
+            cached,
+            any_cached,
+        } = plan;
+        if let [d] = req.descriptors.as_slice() {
+            // `replaces` needs no look here: only another descriptor's rule could replace
+            // this one, since the loader rejects a rule replacing its own name (as
+            // upstream does).
+            let m = if d.limit.is_some() {
+                None
+            } else {
+                domain_rules.find(&d.entries, scratch)
+            };
+            *first = self.target(req, d, m, now, (batch, increments), window);
+        } else {
+            // Resolve every descriptor to a rule (or override) first: `replaces` looks
+            // across all of them before anything is counted.
+            let mut matched: SmallVec<[Option<&Arc<Rule>>; INLINE]> =
+                SmallVec::with_capacity(req.descriptors.len());
+            let mut any_replaces = false;
+            for d in &req.descriptors {
+                let m = if d.limit.is_some() {
+                    None
+                } else {
+                    let r = domain_rules.find(&d.entries, scratch);
+                    any_replaces |= r.is_some_and(|r| !r.replaces.is_empty());
+                    r
+                };
+                matched.push(m);
+            }
+            if any_replaces {
+                apply_replaces(&mut matched);
+            }
+            for (i, (d, m)) in req.descriptors.iter().zip(&matched).enumerate() {
+                let t = self.target(req, d, *m, now, (batch, increments), window);
+                if i == 0 {
+                    *first = t;
+                } else {
+                    rest.push(t);
+                }
+            }
+        }
+        let planned = &batch[..*increments];
+        *oversized |= planned.iter().any(|i| i.key.capacity() > SPARE_KEY_BYTES);
+        // Keys known to be over their limit this window are answered locally.
+        if let Some(lc) = &self.local_cache {
+            cached.extend(planned.iter().map(|b| lc.contains(&b.key, now)));
+            *any_cached = cached.iter().any(|c| *c);
+        }
+        Planned::Counted
+    }
+
+    /// The answer for a domain without rules: OK for every descriptor, and counted.
+    #[cold]
+    pub(super) fn unknown_domain(&self, req: &Request) -> Response {
+        let name = format!(
+            "{RULE_PREFIX}{}.domain_not_found",
+            sanitize_stat_name(&req.domain)
+        );
+        self.stats
+            .dynamic_counter_add(&name, req.descriptors.len() as u64);
+        Response {
+            overall_code: Code::Ok,
+            statuses: std::iter::repeat_n(
+                DescriptorStatus {
+                    code: Code::Ok,
+                    ..DescriptorStatus::default()
+                },
+                req.descriptors.len(),
+            )
+            .collect(),
+            ..Response::default()
+        }
+    }
+
+    /// What one descriptor resolves to, given the rule it matched (`None`: no rule, or
+    /// replaced); a counted one has its increment appended to the batch.
+    #[inline(always)] // two call sites; the single-descriptor one is the hot path
+    fn target<'r>(
+        &self,
+        req: &Request,
+        d: &Descriptor,
+        m: Option<&'r Arc<Rule>>,
+        now: u64,
+        (batch, increments): (&mut Vec<Increment>, &mut usize),
+        window_text: &mut (u64, String),
+    ) -> Target<'r> {
+        let hits = req.hits_for(d);
+        if let Some(o) = d.limit {
+            let spec = LimitSpec {
+                requests_per_unit: o.requests_per_unit,
+                unit: o.unit,
+                name: "",
+                shadow_mode: false,
+            };
+            let slot = self.push_increment(
+                (batch, increments),
+                window_text,
+                None,
+                &req.domain,
+                d,
+                spec.unit,
+                hits,
+                now,
+            );
+            return Target::Counted {
+                stats: self
+                    .stats
+                    .dynamic_rule(&override_stats_key(&req.domain, d))
+                    .map(Cow::Owned),
+                spec,
+                rule: None,
+                hits,
+                slot,
+            };
+        }
+        match m {
+            None => Target::NoLimit,
+            Some(r) if r.unlimited => Target::Unlimited,
+            Some(r) => {
+                let unit = r.unit.unwrap_or(Unit::Second);
+                let slot = self.push_increment(
+                    (batch, increments),
+                    window_text,
+                    Some(r),
+                    &req.domain,
+                    d,
+                    unit,
+                    hits,
+                    now,
+                );
+                let stats = match r.stats_key(&req.domain, &d.entries) {
+                    None => Some(Cow::Borrowed(&r.stats)),
+                    Some(k) => self.stats.dynamic_rule(&k).map(Cow::Owned),
+                };
+                Target::Counted {
+                    spec: LimitSpec {
+                        requests_per_unit: r.requests_per_unit,
+                        unit,
+                        name: &r.name,
+                        shadow_mode: r.shadow_mode,
+                    },
+                    rule: Some(r),
+                    hits,
+                    stats,
+                    slot,
+                }
+            }
+        }
+    }
+
+    /// Writes the next increment of the batch (reusing an earlier request's key string)
+    /// and returns its slot.
+    #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
+    #[inline]
+    fn push_increment(
+        &self,
+        (batch, used): (&mut Vec<Increment>, &mut usize),
+        window_text: &mut (u64, String),
+        rule: Option<&Arc<Rule>>,
+        domain: &str,
+        d: &Descriptor,
+        unit: Unit,
+        hits: u64,
+        now: u64,
+    ) -> usize {
+        let window = unit.window_start(now);
+        let prefix = &self.settings.cache_key_prefix;
+        if *used == batch.len() {
+            batch.push(Increment {
+                key: String::new(),
+                hits: 0,
+                unit,
+                ttl_seconds: 0,
+            });
+        }
+        let slot = *used;
+        let inc = &mut batch[slot];
+        *used += 1;
+        let key = &mut inc.key;
+        // No reserve up front: the slot's key usually has room from an earlier request,
+        // and summing the entries' lengths first costs more than the odd regrowth.
+        match rule {
+            Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
+            None => cache_key_stem_into(key, prefix, domain, &d.entries),
+        }
+        if window_text.0 != window {
+            window_text.1.clear();
+            let _ = write!(window_text.1, "{window}");
+            window_text.0 = window;
+        }
+        key.push_str(&window_text.1);
+        inc.ttl_seconds = unit.seconds() + jitter(key, self.jitter_max);
+        inc.hits = hits;
+        inc.unit = unit;
+        slot
+    }
+}
+
+/// Drops the matches whose rule another matched rule `replaces`.
+#[cold]
+fn apply_replaces(matched: &mut [Option<&Arc<Rule>>]) {
+    let replaced: HashSet<&str> = matched
+        .iter()
+        .flatten()
+        .flat_map(|r| r.replaces.iter().map(String::as_str))
+        .collect();
+    for m in matched {
+        if m.is_some_and(|r| !r.name.is_empty() && replaced.contains(r.name.as_str())) {
+            *m = None;
+        }
+    }
+}
+
+/// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;
+/// a hash of the key spreads expiries just as well, needs no randomness source in a pure
+/// crate, and keeps a key's TTL stable across its refreshes.
+#[inline]
+pub(super) fn jitter(key: &str, max: u64) -> u64 {
+    if max == 0 { 0 } else { key_hash(key) % max }
+}
+
+/// A cheap hash of a key, for [`jitter`]: keys are hashed on every decision, and quality
+/// is irrelevant beyond spreading values.
+fn key_hash(key: &str) -> u64 {
+    // Eight bytes per step, a multiply-xorshift mix.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = key.len() as u64;
+    let mut words = key.as_bytes().chunks_exact(8);
+    for w in &mut words {
+        let w = u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or_default());
+        h = (h ^ w).wrapping_mul(K);
+        h ^= h >> 32;
+    }
+    let rest = words.remainder();
+    let last = if rest.is_empty() {
+        0
+    } else if key.len() >= 8 {
+        // The last eight bytes, overlapping the words already mixed: a fixed-size read
+        // instead of copying a tail of unknown length.
+        let end = &key.as_bytes()[key.len() - 8..];
+        u64::from_le_bytes(<[u8; 8]>::try_from(end).unwrap_or_default())
+    } else {
+        rest.iter().fold(0, |acc, b| (acc << 8) | u64::from(*b))
+    };
+    h = (h ^ last).wrapping_mul(K);
+    h ^ (h >> 32)
+}
+
+/// Upstream's stats key for a request override: `domain.` + entries as `key_value`
+/// (or `key` when the value is empty), joined by dots.
+fn override_stats_key(domain: &str, d: &Descriptor) -> String {
+    let mut s = String::with_capacity(domain.len() + 32);
+    s.push_str(domain);
+    for e in &d.entries {
+        s.push('.');
+        s.push_str(&e.key);
+        if !e.value.is_empty() {
+            s.push('_');
+            s.push_str(&e.value);
+        }
+    }
+    sanitize_stat_name(&s)
+}
