@@ -5,12 +5,12 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::plan::{Plan, Target};
+use super::plan::{Plan, Target, Work};
 use super::{HeaderNames, Limiter};
 use crate::clock::Clock;
 use crate::decide::decide;
 use crate::stats::StatDelta;
-use crate::store::{CounterStore, Increment};
+use crate::store::CounterStore;
 use crate::types::{Code, DescriptorStatus, Header, Request, Response};
 
 /// What the overall code depends on, gathered descriptor by descriptor.
@@ -23,21 +23,21 @@ struct Tally {
 
 impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// The finish step: turns the counts (`counts[slot]`, the counter after this request's
-    /// hits, for each of `batch`) into `resp`, whose previous contents are replaced, and
+    /// hits, for each of [`Work::increments`]) into `resp`, whose previous contents are replaced, and
     /// counts the statistics. Asks no store.
     #[inline(always)] // fills the caller's response in place
     pub fn finish(
         &self,
         req: &Request,
         plan: &Plan<'_>,
-        batch: &[Increment],
+        work: &Work,
         counts: &[u64],
         now: u64,
         resp: &mut Response,
     ) {
         let mut tally = Tally::default();
         if plan.rest.is_empty() {
-            let status = self.status_for(&plan.first, plan, batch, counts, now, &mut tally);
+            let status = self.status_for(&plan.first, plan, work, counts, now, &mut tally);
             // A new response holds no status, one reused for the next decision holds one:
             // neither needs `SmallVec::truncate`, a generic whose inlining hangs on how
             // the calling crate is split into codegen units.
@@ -53,7 +53,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             resp.statuses.clear();
             resp.statuses.reserve(plan.target_count());
             for t in plan.targets() {
-                let status = self.status_for(t, plan, batch, counts, now, &mut tally);
+                let status = self.status_for(t, plan, work, counts, now, &mut tally);
                 resp.statuses.push(status);
             }
         }
@@ -81,11 +81,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// One descriptor's status from its counter, with its statistics and the local cache
     /// updated; `tally` collects what the overall code needs.
     #[inline(always)] // the status is built in the caller's frame: no copy out
-    fn status_for(
+    fn status_for<'r>(
         &self,
-        t: &Target<'_>,
-        plan: &Plan<'_>,
-        batch: &[Increment],
+        t: &Target<'r>,
+        plan: &Plan<'r>,
+        work: &Work,
         counts: &[u64],
         now: u64,
         tally: &mut Tally,
@@ -117,7 +117,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             now,
             from_cache,
         );
-        if let Some(s) = stats {
+        if let Some(s) = stats.and_then(|s| work.stats(s)) {
             s.add(&delta);
         }
         if let Some(lc) = &self.local_cache
@@ -126,7 +126,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         {
             // Upstream keeps the key for a unit from now; the window start in the key
             // stops it matching in the next window anyway.
-            lc.insert(&batch[*slot].key, now + spec.unit.seconds(), now);
+            lc.insert(
+                &work.increments(plan)[*slot].key,
+                now + spec.unit.seconds(),
+                now,
+            );
         }
         let over = status.code == Code::OverLimit;
         if self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode) {

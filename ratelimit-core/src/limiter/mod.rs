@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use arc_swap::ArcSwapOption;
 use arc_swap::cache::Cache;
 
-pub use plan::{Plan, Planned, Target, Work};
+pub use plan::{Plan, Planned, StatsRef, Target, Work};
 pub use settings::{Error, HeaderNames, LimiterSettings};
 
 use count::{Counting, Counts};
@@ -375,11 +375,10 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             Counting::Done(r) => r?,
             Counting::Pending(f) => f.await?,
         }
-        let batch = work.increments(&plan);
         let mut resp = Response::default();
-        self.finish(req, &plan, batch, counts, now, &mut resp);
+        self.finish(req, &plan, work, counts, now, &mut resp);
         if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
-            self.refund(now, &plan, batch).await;
+            self.refund(now, &plan, work.increments(&plan)).await;
         }
         work.trim();
         Ok(resp)
@@ -429,7 +428,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             Counting::Done(r) => r?,
             Counting::Pending(_) => return Err(not_in_process()),
         }
-        self.finish(req, &plan, work.increments(&plan), counts, now, resp);
+        self.finish(req, &plan, work, counts, now, resp);
         work.trim();
         Ok(())
     }

@@ -1,7 +1,6 @@
 //! The plan step: match every descriptor, apply `replaces`, and build the keys and hits of
 //! the counters the request touches, into buffers a thread reuses from request to request.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::mem::ManuallyDrop;
@@ -39,6 +38,8 @@ pub struct Work {
     window: (u64, String),
     /// A key grew past [`SPARE_KEY_BYTES`]: the next trim has increments to drop.
     oversized: bool,
+    /// Statistics looked up for the request in progress (see [`StatsRef::LookedUp`]).
+    looked_up: Vec<Arc<RuleStats>>,
 }
 
 impl Work {
@@ -48,6 +49,7 @@ impl Work {
         batch: Vec::new(),
         window: (u64::MAX, String::new()),
         oversized: false,
+        looked_up: Vec::new(),
     };
 
     /// The increments `plan` asks the store for, in slot order.
@@ -61,16 +63,27 @@ impl Work {
         &mut self.batch[..plan.increments]
     }
 
-    /// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
-    #[inline(always)] // two tests per request; the work is in the cold part
+    /// The statistics a target adds to.
+    #[inline]
+    pub fn stats<'a>(&'a self, s: StatsRef<'a>) -> Option<&'a RuleStats> {
+        match s {
+            StatsRef::Rule(r) => Some(r),
+            StatsRef::LookedUp(i) => self.looked_up.get(i).map(|a| &**a),
+        }
+    }
+
+    /// Ends a request: bounds what a thread keeps (a burst of huge requests must not pin
+    /// its memory) and lets go of the statistics it looked up.
+    #[inline(always)] // three tests per request; the work is in the cold part
     pub(super) fn trim(&mut self) {
-        if self.batch.len() > SPARE_KEYS || self.oversized {
+        if self.batch.len() > SPARE_KEYS || self.oversized || !self.looked_up.is_empty() {
             self.trim_slow();
         }
     }
 
     #[cold]
     fn trim_slow(&mut self) {
+        self.looked_up.clear();
         self.batch.truncate(SPARE_KEYS);
         if self.oversized {
             self.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
@@ -107,7 +120,8 @@ impl Drop for Plan<'_> {
     #[inline(always)] // two tests for the usual plan of one target
     fn drop(&mut self) {
         // A vector that never held anything owns nothing: it can be forgotten.
-        if !self.rest.is_empty() || self.rest.spilled() {
+        // Targets own nothing: only a vector on the heap has anything to free.
+        if self.rest.spilled() {
             drop(std::mem::take(&mut *self.rest));
         }
         if self.cached.spilled() {
@@ -117,6 +131,7 @@ impl Drop for Plan<'_> {
 }
 
 impl Default for Plan<'_> {
+    #[inline]
     fn default() -> Self {
         Plan {
             first: Target::NoLimit,
@@ -145,7 +160,7 @@ impl<'r> Plan<'r> {
     /// Whether the local cache already knows the counter of `slot` to be over its limit.
     #[inline]
     pub fn is_cached(&self, slot: usize) -> bool {
-        self.cached.get(slot).copied().unwrap_or(false)
+        self.any_cached && self.cached.get(slot).copied().unwrap_or(false)
     }
 }
 
@@ -158,7 +173,19 @@ pub enum Planned {
     UnknownDomain,
 }
 
+/// The statistics a counted target adds to: a rule's own are borrowed from the rules;
+/// per-value ones (and those of request overrides) are looked up per request and held by
+/// the [`Work`], so that a target owns nothing and needs no drop.
+#[derive(Clone, Copy)]
+pub enum StatsRef<'a> {
+    /// The rule's own statistics.
+    Rule(&'a Arc<RuleStats>),
+    /// The statistics looked up for this request at this index ([`Work::stats`]).
+    LookedUp(usize),
+}
+
 /// What one descriptor resolved to before the store is asked.
+#[derive(Clone, Copy)]
 pub enum Target<'a> {
     /// No rule matched (or it was replaced): OK, not counted.
     NoLimit,
@@ -172,8 +199,8 @@ pub enum Target<'a> {
         rule: Option<&'a Arc<Rule>>,
         /// Hits this request adds.
         hits: u64,
-        /// The rule's own statistics are borrowed; per-value ones are looked up.
-        stats: Option<Cow<'a, Arc<RuleStats>>>,
+        /// Where the statistics of this limit are counted, if anywhere.
+        stats: Option<StatsRef<'a>>,
         /// Index of the increment in [`Work::increments`].
         slot: usize,
     },
@@ -201,7 +228,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             batch,
             window,
             oversized,
+            looked_up,
         } = work;
+        if !looked_up.is_empty() {
+            looked_up.clear();
+        }
         let Plan {
             first,
             rest,
@@ -218,7 +249,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             } else {
                 domain_rules.find(&d.entries, scratch)
             };
-            *first = self.target(req, d, m, now, (batch, increments), window);
+            *first = self.target(req, d, m, now, (batch, increments), window, looked_up);
         } else {
             // Resolve every descriptor to a rule (or override) first: `replaces` looks
             // across all of them before anything is counted.
@@ -239,7 +270,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 apply_replaces(&mut matched);
             }
             for (i, (d, m)) in req.descriptors.iter().zip(&matched).enumerate() {
-                let t = self.target(req, d, *m, now, (batch, increments), window);
+                let t = self.target(req, d, *m, now, (batch, increments), window, looked_up);
                 if i == 0 {
                     *first = t;
                 } else {
@@ -283,6 +314,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// What one descriptor resolves to, given the rule it matched (`None`: no rule, or
     /// replaced); a counted one has its increment appended to the batch.
     #[inline(always)] // two call sites; the single-descriptor one is the hot path
+    #[allow(clippy::too_many_arguments)] // the plan's parts, borrowed apart
     fn target<'r>(
         &self,
         req: &Request,
@@ -291,7 +323,14 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         now: u64,
         (batch, increments): (&mut Vec<Increment>, &mut usize),
         window_text: &mut (u64, String),
+        looked_up: &mut Vec<Arc<RuleStats>>,
     ) -> Target<'r> {
+        let mut look_up = |key: &str| {
+            self.stats.dynamic_rule(key).map(|s| {
+                looked_up.push(s);
+                StatsRef::LookedUp(looked_up.len() - 1)
+            })
+        };
         let hits = req.hits_for(d);
         if let Some(o) = d.limit {
             let spec = LimitSpec {
@@ -311,10 +350,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 now,
             );
             return Target::Counted {
-                stats: self
-                    .stats
-                    .dynamic_rule(&override_stats_key(&req.domain, d))
-                    .map(Cow::Owned),
+                stats: look_up(&override_stats_key(&req.domain, d)),
                 spec,
                 rule: None,
                 hits,
@@ -337,8 +373,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     now,
                 );
                 let stats = match r.stats_key(&req.domain, &d.entries) {
-                    None => Some(Cow::Borrowed(&r.stats)),
-                    Some(k) => self.stats.dynamic_rule(&k).map(Cow::Owned),
+                    None => Some(StatsRef::Rule(&r.stats)),
+                    Some(k) => look_up(&k),
                 };
                 Target::Counted {
                     spec: LimitSpec {
