@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::Limiter;
-use super::plan::{INLINE, Plan, Target};
+use super::plan::{Cached, INLINE, Plan, Target};
 use crate::clock::Clock;
 use crate::store::{CounterStore, Increment, StoreError, StoreKind};
 
@@ -70,33 +70,38 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         &'a self,
         now: u64,
         plan: &'a Plan<'_>,
-        batch: &'a mut [Increment],
+        (batch, cached): (&'a mut [Increment], Cached<'a>),
         counts: &'a mut [u64],
     ) -> Counting<'a> {
+        let in_process = matches!(self.store.kind(), StoreKind::InProcess { .. });
+        let plain = !self.settings.stop_increment_when_over_limit && !plan.any_cached;
+        if in_process && plain {
+            // An empty batch (nothing counted) is no call for a store that does no I/O.
+            return Counting::Done(self.store.increment_now(now, batch, counts));
+        }
         if batch.is_empty() {
             return Counting::Done(Ok(()));
         }
-        let in_process = matches!(self.store.kind(), StoreKind::InProcess { .. });
-        if self.settings.stop_increment_when_over_limit || (plan.any_cached && !in_process) {
-            return Counting::Pending(Box::pin(self.count_with_reads(now, plan, batch, counts)));
-        }
-        if !in_process {
+        if plain {
             return Counting::Pending(self.store.increment(now, batch, counts));
         }
-        Counting::Done(if plan.any_cached {
-            // Rare (a key already known over): count the others one by one.
+        if !in_process || self.settings.stop_increment_when_over_limit {
+            return Counting::Pending(Box::pin(
+                self.count_with_reads(now, plan, batch, cached, counts),
+            ));
+        }
+        // In process, with keys already known over (rare): count the others one by one.
+        Counting::Done(
             batch
                 .iter()
                 .zip(counts.iter_mut())
                 .enumerate()
-                .filter(|(i, _)| !plan.is_cached(*i))
+                .filter(|(i, _)| !cached.get(*i))
                 .try_for_each(|(_, (b, c))| {
                     self.store
                         .increment_now(now, std::slice::from_ref(b), std::slice::from_mut(c))
-                })
-        } else {
-            self.store.increment_now(now, batch, counts)
-        })
+                }),
+        )
     }
 
     /// The count step of the settings and cases that need more than one plain batch:
@@ -107,10 +112,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         now: u64,
         plan: &Plan<'_>,
         batch: &mut [Increment],
+        cached: Cached<'_>,
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
         if self.settings.stop_increment_when_over_limit {
-            self.stop_increments(now, plan, batch).await?;
+            self.stop_increments(now, plan, batch, cached).await?;
         }
         if !plan.any_cached {
             return self.store.increment(now, batch, counts).await;
@@ -118,7 +124,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let live: Vec<Increment> = batch
             .iter()
             .enumerate()
-            .filter(|(i, _)| !plan.is_cached(*i))
+            .filter(|(i, _)| !cached.get(*i))
             .map(|(_, b)| b.clone())
             .collect();
         if live.is_empty() {
@@ -128,7 +134,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         self.store.increment(now, &live, &mut live_counts).await?;
         let mut it = live_counts.into_iter();
         for (i, c) in counts.iter_mut().enumerate() {
-            if !plan.is_cached(i) {
+            if !cached.get(i) {
                 *c = it.next().unwrap_or(0);
             }
         }
@@ -143,10 +149,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         now: u64,
         plan: &Plan<'_>,
         batch: &mut [Increment],
+        cached: Cached<'_>,
     ) -> Result<(), StoreError> {
         if plan.any_cached {
             for (i, b) in batch.iter_mut().enumerate() {
-                if !plan.is_cached(i) {
+                if !cached.get(i) {
                     b.hits = 0;
                 }
             }
@@ -180,11 +187,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// `refund_hits_when_over_limit`: a request answered OVER_LIMIT gives back the hits it
     /// added. The decision stands even if the refund fails: it only affects later
     /// requests, and the counters expire with their window.
-    pub(super) async fn refund(&self, now: u64, plan: &Plan<'_>, batch: &[Increment]) {
+    pub(super) async fn refund(&self, now: u64, batch: &[Increment], cached: Cached<'_>) {
         let added: Vec<Increment> = batch
             .iter()
             .enumerate()
-            .filter(|(i, b)| !plan.is_cached(*i) && b.hits > 0)
+            .filter(|(i, b)| !cached.get(*i) && b.hits > 0)
             .map(|(_, b)| b.clone())
             .collect();
         if !added.is_empty() {

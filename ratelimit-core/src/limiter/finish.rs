@@ -108,7 +108,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 ..DescriptorStatus::default()
             };
         };
-        let from_cache = plan.is_cached(*slot);
+        let from_cache = work.cached(plan).get(*slot);
         let (status, delta): (DescriptorStatus, StatDelta) = decide(
             spec,
             counts[*slot],

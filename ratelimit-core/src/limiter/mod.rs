@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use arc_swap::ArcSwapOption;
 use arc_swap::cache::Cache;
 
-pub use plan::{Plan, Planned, StatsRef, Target, Work};
+pub use plan::{Cached, Plan, Planned, StatsRef, Target, Work};
 pub use settings::{Error, HeaderNames, LimiterSettings};
 
 use count::{Counting, Counts};
@@ -371,14 +371,15 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         let mut counts = Counts::new();
         let counts = counts.slots(plan.increments);
-        match self.count(now, &plan, work.increments_mut(&plan), counts) {
+        match self.count(now, &plan, work.for_count(&plan), counts) {
             Counting::Done(r) => r?,
             Counting::Pending(f) => f.await?,
         }
         let mut resp = Response::default();
         self.finish(req, &plan, work, counts, now, &mut resp);
         if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
-            self.refund(now, &plan, work.increments(&plan)).await;
+            self.refund(now, work.increments(&plan), work.cached(&plan))
+                .await;
         }
         work.trim();
         Ok(resp)
@@ -424,7 +425,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         let mut counts = Counts::new();
         let counts = counts.slots(plan.increments);
-        match self.count(now, &plan, work.increments_mut(&plan), counts) {
+        match self.count(now, &plan, work.for_count(&plan), counts) {
             Counting::Done(r) => r?,
             Counting::Pending(_) => return Err(not_in_process()),
         }

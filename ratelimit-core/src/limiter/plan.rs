@@ -40,6 +40,9 @@ pub struct Work {
     oversized: bool,
     /// Statistics looked up for the request in progress (see [`StatsRef::LookedUp`]).
     looked_up: Vec<Arc<RuleStats>>,
+    /// Per increment of the request in progress: known over its limit by the local
+    /// cache, so not counted. Filled only with a local cache.
+    cached: Vec<bool>,
 }
 
 impl Work {
@@ -50,17 +53,13 @@ impl Work {
         window: (u64::MAX, String::new()),
         oversized: false,
         looked_up: Vec::new(),
+        cached: Vec::new(),
     };
 
     /// The increments `plan` asks the store for, in slot order.
     #[inline]
     pub fn increments(&self, plan: &Plan<'_>) -> &[Increment] {
         &self.batch[..plan.increments]
-    }
-
-    #[inline]
-    pub(super) fn increments_mut(&mut self, plan: &Plan<'_>) -> &mut [Increment] {
-        &mut self.batch[..plan.increments]
     }
 
     /// The statistics a target adds to.
@@ -72,23 +71,57 @@ impl Work {
         }
     }
 
-    /// Ends a request: bounds what a thread keeps (a burst of huge requests must not pin
-    /// its memory) and lets go of the statistics it looked up.
-    #[inline(always)] // three tests per request; the work is in the cold part
+    /// Which increments of `plan` the local cache answered.
+    #[inline]
+    pub fn cached(&self, plan: &Plan<'_>) -> Cached<'_> {
+        Cached {
+            any: plan.any_cached,
+            flags: &self.cached,
+        }
+    }
+
+    /// The increments of `plan`, to count, and which of them the local cache answered.
+    #[inline]
+    pub(super) fn for_count(&mut self, plan: &Plan<'_>) -> (&mut [Increment], Cached<'_>) {
+        let cached = Cached {
+            any: plan.any_cached,
+            flags: &self.cached,
+        };
+        (&mut self.batch[..plan.increments], cached)
+    }
+
+    /// Bounds what a thread keeps: a burst of huge requests must not pin its memory.
+    /// (The statistics a request looked up are let go by the next plan.)
+    #[inline(always)] // two tests per request; the work is in the cold part
     pub(super) fn trim(&mut self) {
-        if self.batch.len() > SPARE_KEYS || self.oversized || !self.looked_up.is_empty() {
+        if self.batch.len() > SPARE_KEYS || self.oversized {
             self.trim_slow();
         }
     }
 
     #[cold]
     fn trim_slow(&mut self) {
-        self.looked_up.clear();
         self.batch.truncate(SPARE_KEYS);
         if self.oversized {
             self.batch.retain(|i| i.key.capacity() <= SPARE_KEY_BYTES);
             self.oversized = false;
         }
+    }
+}
+
+/// Which increments of a plan the local cache already knows to be over their limit, so
+/// that they are not counted.
+#[derive(Clone, Copy)]
+pub struct Cached<'a> {
+    any: bool,
+    flags: &'a [bool],
+}
+
+impl Cached<'_> {
+    /// Whether the increment at `slot` was answered by the local cache.
+    #[inline]
+    pub fn get(self, slot: usize) -> bool {
+        self.any && self.flags.get(slot).copied().unwrap_or(false)
     }
 }
 
@@ -110,22 +143,16 @@ pub struct Plan<'r> {
     pub(super) rest: ManuallyDrop<SmallVec<[Target<'r>; INLINE - 1]>>,
     /// How many of the [`Work`]'s increments are this request's.
     pub(super) increments: usize,
-    /// Per increment: known over its limit by the local cache, so not counted. Empty
-    /// without a local cache.
-    pub(super) cached: ManuallyDrop<SmallVec<[bool; INLINE]>>,
+    /// Whether the local cache knows any of the increments to be over ([`Work::is_cached`]).
     pub(super) any_cached: bool,
 }
 
 impl Drop for Plan<'_> {
-    #[inline(always)] // two tests for the usual plan of one target
+    #[inline(always)] // one test for the usual plan
     fn drop(&mut self) {
-        // A vector that never held anything owns nothing: it can be forgotten.
         // Targets own nothing: only a vector on the heap has anything to free.
         if self.rest.spilled() {
             drop(std::mem::take(&mut *self.rest));
-        }
-        if self.cached.spilled() {
-            drop(std::mem::take(&mut *self.cached));
         }
     }
 }
@@ -137,7 +164,6 @@ impl Default for Plan<'_> {
             first: Target::NoLimit,
             rest: ManuallyDrop::new(SmallVec::new()),
             increments: 0,
-            cached: ManuallyDrop::new(SmallVec::new()),
             any_cached: false,
         }
     }
@@ -155,12 +181,6 @@ impl<'r> Plan<'r> {
     #[inline]
     pub fn target_count(&self) -> usize {
         1 + self.rest.len()
-    }
-
-    /// Whether the local cache already knows the counter of `slot` to be over its limit.
-    #[inline]
-    pub fn is_cached(&self, slot: usize) -> bool {
-        self.any_cached && self.cached.get(slot).copied().unwrap_or(false)
     }
 }
 
@@ -229,6 +249,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             window,
             oversized,
             looked_up,
+            cached,
         } = work;
         if !looked_up.is_empty() {
             looked_up.clear();
@@ -237,7 +258,6 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             first,
             rest,
             increments,
-            cached,
             any_cached,
         } = plan;
         if let [d] = req.descriptors.as_slice() {
@@ -282,6 +302,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         *oversized |= planned.iter().any(|i| i.key.capacity() > SPARE_KEY_BYTES);
         // Keys known to be over their limit this window are answered locally.
         if let Some(lc) = &self.local_cache {
+            cached.clear();
             cached.extend(planned.iter().map(|b| lc.contains(&b.key, now)));
             *any_cached = cached.iter().any(|c| *c);
         }
