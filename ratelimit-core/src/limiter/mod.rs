@@ -9,6 +9,7 @@
 
 mod count;
 mod finish;
+mod keys;
 mod plan;
 mod settings;
 #[cfg(test)]

@@ -23,7 +23,7 @@ impl Default for HeaderNames {
     }
 }
 
-/// Behaviour switches of a [`Limiter`], named after upstream's settings.
+/// Behaviour switches of a [`super::Limiter`], named after upstream's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LimiterSettings {
     /// `CACHE_KEY_PREFIX`: prepended to every cache key.

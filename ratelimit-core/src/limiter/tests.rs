@@ -1,4 +1,4 @@
-use super::plan::jitter;
+use super::keys::jitter;
 
 #[test]
 fn jitter_spreads_keys_and_stays_below_its_bound() {
