@@ -24,7 +24,7 @@ pub const RULE_PREFIX: &str = "ratelimit.service.rate_limit.";
 /// `total_hits` is not stored: it is `within_limit` plus a private count of the other
 /// hits, so a request within its limit (the common case) costs one atomic add instead of
 /// two. Locked adds on a line that every thread writes are a large share of an in-process
-/// decision (measured in docs/benchmarks.md, sixth session).
+/// decision.
 #[derive(Debug, Default)]
 pub struct RuleStats {
     /// Hits not counted in `within_limit` (over the limit, or the part of a request that
