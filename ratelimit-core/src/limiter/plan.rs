@@ -269,7 +269,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             } else {
                 domain_rules.find(&d.entries, scratch)
             };
-            *first = self.target(req, d, m, now, (batch, increments), window, looked_up);
+            self.target(
+                req,
+                d,
+                m,
+                now,
+                (batch, increments),
+                window,
+                looked_up,
+                first,
+            );
         } else {
             // Resolve every descriptor to a rule (or override) first: `replaces` looks
             // across all of them before anything is counted.
@@ -290,7 +299,17 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 apply_replaces(&mut matched);
             }
             for (i, (d, m)) in req.descriptors.iter().zip(&matched).enumerate() {
-                let t = self.target(req, d, *m, now, (batch, increments), window, looked_up);
+                let mut t = Target::NoLimit;
+                self.target(
+                    req,
+                    d,
+                    *m,
+                    now,
+                    (batch, increments),
+                    window,
+                    looked_up,
+                    &mut t,
+                );
                 if i == 0 {
                     *first = t;
                 } else {
@@ -345,7 +364,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         (batch, increments): (&mut Vec<Increment>, &mut usize),
         window_text: &mut (u64, String),
         looked_up: &mut Vec<Arc<RuleStats>>,
-    ) -> Target<'r> {
+        out: &mut Target<'r>,
+    ) {
         let mut look_up = |key: &str| {
             self.stats.dynamic_rule(key).map(|s| {
                 looked_up.push(s);
@@ -370,15 +390,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 hits,
                 now,
             );
-            return Target::Counted {
+            *out = Target::Counted {
                 stats: look_up(&override_stats_key(&req.domain, d)),
                 spec,
                 rule: None,
                 hits,
                 slot,
             };
+            return;
         }
-        match m {
+        *out = match m {
             None => Target::NoLimit,
             Some(r) if r.unlimited => Target::Unlimited,
             Some(r) => {
@@ -410,7 +431,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     slot,
                 }
             }
-        }
+        };
     }
 }
 
