@@ -19,8 +19,8 @@ use crate::store::{CounterStore, Increment, StoreError, StoreKind};
 pub(super) enum Counting<'a> {
     /// Answered during the call: an in-process store, or nothing to count.
     Done(Result<(), StoreError>),
-    /// A remote store's round trip (or more, for the settings that read or refund), to be
-    /// awaited.
+    /// A remote store's round trip (two with `stop_increment_when_over_limit`, which
+    /// reads first), to be awaited.
     Pending(Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>),
 }
 
@@ -76,7 +76,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let in_process = matches!(self.store.kind(), StoreKind::InProcess { .. });
         let plain = !self.settings.stop_increment_when_over_limit && !plan.any_cached;
         if in_process && plain {
-            // An empty batch (nothing counted) is no call for a store that does no I/O.
+            // No test for an empty batch (nothing to count): it costs a store without I/O
+            // nothing, and the common request has one increment.
             return Counting::Done(self.store.increment_now(now, batch, counts));
         }
         if batch.is_empty() {
