@@ -5,7 +5,7 @@ use std::hash::BuildHasher;
 use async_trait::async_trait;
 use hashbrown::HashTable;
 use parking_lot::Mutex;
-use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
+use ratelimit_core::{CounterStore, Increment, StoreError, StoreKind, Unit};
 
 /// Shard count: a power of two comfortably above the core counts this runs on, so two
 /// threads rarely contend for one lock.
@@ -146,16 +146,14 @@ impl CounterStore for MemoryStore {
         batch: &[Increment],
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
-        self.increment_now(now, batch, counts).unwrap_or(Ok(()))
-    }
-
-    fn counts_in_process(&self) -> bool {
-        true
+        self.increment_now(now, batch, counts)
     }
 
     /// Keys end with their window (`expires_at`), whatever their TTL says.
-    fn uses_ttl(&self) -> bool {
-        false
+    fn kind(&self) -> StoreKind {
+        StoreKind::InProcess {
+            expires_by_ttl: false,
+        }
     }
 
     fn increment_now(
@@ -163,11 +161,11 @@ impl CounterStore for MemoryStore {
         now: u64,
         batch: &[Increment],
         counts: &mut [u64],
-    ) -> Option<Result<(), StoreError>> {
+    ) -> Result<(), StoreError> {
         for (inc, out) in batch.iter().zip(counts.iter_mut()) {
             *out = self.increment_one(now, inc);
         }
-        Some(Ok(()))
+        Ok(())
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {

@@ -11,7 +11,14 @@
 //! time behind [`Clock`]; both are supplied by the caller (see `ratelimit-backends`).
 //!
 //! The entry point is [`Limiter`]: build it from YAML, call
-//! [`Limiter::should_rate_limit`], swap rules with [`Limiter::set_rules`] at any time.
+//! [`Limiter::should_rate_limit`] (or, on a store that counts in process,
+//! [`Limiter::should_rate_limit_now`] without an executor), swap rules with
+//! [`Limiter::set_rules`] at any time. Every entry point takes one decision path: the plan
+//! step ([`Limiter::plan`]: match descriptors, apply `replaces`, build keys and hits), the
+//! count step (one store round trip; a store says what it is with [`StoreKind`]), and the
+//! finish step ([`Limiter::finish`], around the pure arithmetic of [`decide::decide`]). The
+//! plan and finish steps ask no store, so tests and embedders can run them on counts of
+//! their own.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -34,7 +41,7 @@ pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
 pub use prescan::Limits;
 pub use rules::RuleSet;
 pub use stats::Stats;
-pub use store::{CounterStore, Increment, MAX_HITS, StoreError};
+pub use store::{CounterStore, Increment, MAX_HITS, StoreError, StoreKind};
 pub use types::{
     Code, CurrentLimit, Descriptor, DescriptorStatus, Entry, Header, LimitOverride, Request,
     Response, Statuses, StatusesIntoIter,

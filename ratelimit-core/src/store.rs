@@ -13,7 +13,8 @@ use crate::unit::Unit;
 /// which leaves every store room below its integer's top (Redis counts in `i64`).
 pub const MAX_HITS: u64 = u32::MAX as u64 + 1;
 
-/// One counter to increment.
+/// One counter to increment: the store operation of a fixed-window limit (INCRBY, and
+/// EXPIRE when the key is new).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Increment {
     /// The cache key (upstream's format, prefix included).
@@ -48,6 +49,34 @@ impl StoreError {
     }
 }
 
+/// What a store is, which says how the limiter talks to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The counters live in this process and every operation answers during the call:
+    /// the limiter counts through [`CounterStore::increment_now`] without building a
+    /// future, and [`crate::Limiter::should_rate_limit_now`] answers.
+    InProcess {
+        /// Whether keys expire by [`Increment::ttl_seconds`]. A store that ends each key
+        /// with its window by itself (the memory store) says `false`: the limiter then
+        /// skips hashing every key for its expiry jitter and passes the bare unit.
+        expires_by_ttl: bool,
+    },
+    /// The counters live on a server: every operation is one round trip per request,
+    /// awaited, and keys expire by their TTL.
+    Remote,
+}
+
+impl StoreKind {
+    /// Whether the store expires keys by [`Increment::ttl_seconds`], so that spreading
+    /// expiries with jitter matters.
+    pub fn expires_by_ttl(self) -> bool {
+        match self {
+            StoreKind::InProcess { expires_by_ttl } => expires_by_ttl,
+            StoreKind::Remote => true,
+        }
+    }
+}
+
 /// A shared counter store: increments a batch of keys and reports the values after the
 /// increment. The store owns atomicity and expiry; everything else is decided in this crate.
 ///
@@ -66,29 +95,26 @@ pub trait CounterStore: Send + Sync {
         counts: &mut [u64],
     ) -> Result<(), StoreError>;
 
-    /// Whether [`CounterStore::increment_now`] always answers (`Some`).
-    fn counts_in_process(&self) -> bool {
-        false
+    /// What kind of store this is; see [`StoreKind`]. Asked when the limiter is built and
+    /// on each decision, so it must not change over the store's life.
+    fn kind(&self) -> StoreKind {
+        StoreKind::Remote
     }
 
-    /// Counts without waiting, for stores that never do I/O (the in-process memory store):
-    /// `Some` carries what [`CounterStore::increment`] would have answered, and the limiter
-    /// is spared building and boxing that future on every decision. Stores that talk to a
-    /// server keep the default, `None`.
+    /// [`CounterStore::increment`] without waiting, for a store of kind
+    /// [`StoreKind::InProcess`], which must implement it: the limiter calls it instead of
+    /// building and boxing the future on every decision. Other stores keep the default,
+    /// an error the limiter never provokes.
     fn increment_now(
         &self,
         _now: u64,
         _batch: &[Increment],
         _counts: &mut [u64],
-    ) -> Option<Result<(), StoreError>> {
-        None
-    }
-
-    /// Whether the store expires keys by [`Increment::ttl_seconds`]. One that ends each
-    /// key with its window by itself (the memory store) answers `false`: the limiter then
-    /// skips hashing every key for its expiry jitter and passes the bare unit.
-    fn uses_ttl(&self) -> bool {
-        true
+    ) -> Result<(), StoreError> {
+        Err(StoreError::new(
+            "store_error",
+            "the store claimed to count in process but did not",
+        ))
     }
 
     /// Reads the current values of `keys` without changing them (0 for absent keys). Used
@@ -124,8 +150,8 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         (**self).increment(now, batch, counts)
     }
 
-    fn counts_in_process(&self) -> bool {
-        (**self).counts_in_process()
+    fn kind(&self) -> StoreKind {
+        (**self).kind()
     }
 
     fn increment_now(
@@ -133,12 +159,8 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         now: u64,
         batch: &[Increment],
         counts: &mut [u64],
-    ) -> Option<Result<(), StoreError>> {
+    ) -> Result<(), StoreError> {
         (**self).increment_now(now, batch, counts)
-    }
-
-    fn uses_ttl(&self) -> bool {
-        (**self).uses_ttl()
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use ratelimit_backends::MemoryStore;
 use ratelimit_core::{
     Code, ConfigErrorKind, CounterStore, CurrentLimit, DescriptorStatus, Header, HeaderNames,
-    Increment, Limiter, LimiterSettings, ManualClock, Response, RuleSet, Stats, StoreError, Unit,
-    json,
+    Increment, Limiter, LimiterSettings, ManualClock, Response, RuleSet, Stats, StoreError,
+    StoreKind, Unit, json,
 };
 use serde_json::Value;
 
@@ -46,8 +46,14 @@ impl CounterStore for Recording {
         self.inner.increment(now, batch, counts).await
     }
 
-    fn counts_in_process(&self) -> bool {
-        self.in_process
+    fn kind(&self) -> StoreKind {
+        if self.in_process {
+            StoreKind::InProcess {
+                expires_by_ttl: true,
+            }
+        } else {
+            StoreKind::Remote
+        }
     }
 
     fn increment_now(
@@ -55,10 +61,7 @@ impl CounterStore for Recording {
         now: u64,
         batch: &[Increment],
         counts: &mut [u64],
-    ) -> Option<Result<(), StoreError>> {
-        if !self.in_process {
-            return None;
-        }
+    ) -> Result<(), StoreError> {
         self.record(batch);
         self.inner.increment_now(now, batch, counts)
     }
@@ -131,15 +134,33 @@ fn settings(case: &Value) -> LimiterSettings {
     out
 }
 
+/// Which entry point a case's requests go through.
+#[derive(Clone, Copy, PartialEq)]
+enum Via {
+    /// `should_rate_limit`, awaited.
+    Async,
+    /// `should_rate_limit_now`, a new response each time.
+    Now,
+    /// `should_rate_limit_now_into`, one response reused.
+    NowInto,
+}
+
 #[test]
 fn decision_fixtures() {
-    decisions(false, false);
+    decisions(false, Via::Async);
 }
 
 /// The same table through the in-process path (a store that counts synchronously).
 #[test]
 fn decision_fixtures_in_process() {
-    decisions(true, false);
+    decisions(true, Via::Async);
+}
+
+/// The in-process path through `should_rate_limit_now`, falling back to the async entry
+/// point for the settings it declines.
+#[test]
+fn decision_fixtures_through_should_rate_limit_now() {
+    decisions(true, Via::Now);
 }
 
 /// The in-process path again, through `should_rate_limit_now_into` with one response
@@ -147,7 +168,7 @@ fn decision_fixtures_in_process() {
 /// an earlier answer may show through.
 #[test]
 fn decision_fixtures_into_a_reused_response() {
-    decisions(true, true);
+    decisions(true, Via::NowInto);
 }
 
 /// A response with something in every field, none of which any fixture expects.
@@ -176,7 +197,7 @@ fn stale_response() -> Response {
     }
 }
 
-fn decisions(in_process: bool, reuse: bool) {
+fn decisions(in_process: bool, via: Via) {
     let cases = load("decisions.yaml");
     assert!(cases.len() >= 30, "the table shrank: {}", cases.len());
     for case in &cases {
@@ -203,10 +224,14 @@ fn decisions(in_process: bool, reuse: bool) {
             let mut got = None;
             for _ in 0..repeat {
                 store.seen.lock().unwrap().clear();
-                let into = if reuse {
-                    limiter.should_rate_limit_now_into(&req, &mut reused)
-                } else {
-                    None
+                let into = match via {
+                    Via::NowInto => limiter.should_rate_limit_now_into(&req, &mut reused),
+                    Via::Now => limiter.should_rate_limit_now(&req).map(|r| {
+                        r.map(|resp| {
+                            reused = resp;
+                        })
+                    }),
+                    Via::Async => None,
                 };
                 got = Some(match into {
                     Some(r) => r.map(|()| reused.clone()),

@@ -1,0 +1,202 @@
+//! The count step: the store call of a decision, between the plan and the finish.
+//!
+//! Every counted limit is a fixed window today, and its store operation is an
+//! [`Increment`] (INCRBY and EXPIRE on the window's key), sent for the whole request in
+//! one [`CounterStore::increment`] round trip. An algorithm with another store operation
+//! (a sliding window, a token bucket) is added here: the plan marks which limits use it,
+//! this step sends each operation's batch, and each store implements the operation as one
+//! round trip per request, as it implements `increment`.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::Limiter;
+use super::plan::{Cached, INLINE, Plan, Target};
+use crate::clock::Clock;
+use crate::store::{CounterStore, Increment, StoreError, StoreKind};
+
+/// The store's answer to the count step.
+pub(super) enum Counting<'a> {
+    /// Answered during the call: an in-process store, or nothing to count.
+    Done(Result<(), StoreError>),
+    /// A remote store's round trip (two with `stop_increment_when_over_limit`, which
+    /// reads first), to be awaited.
+    Pending(Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>),
+}
+
+/// The counts of one request, inline for the usual handful of increments.
+pub(super) struct Counts {
+    inline: [u64; INLINE],
+    spilled: Vec<u64>,
+}
+
+impl Counts {
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        Counts {
+            inline: [0; INLINE],
+            spilled: Vec::new(),
+        }
+    }
+
+    /// `n` zeroed counts.
+    #[inline(always)]
+    pub(super) fn slots(&mut self, n: usize) -> &mut [u64] {
+        match self.inline.get_mut(..n) {
+            Some(c) => c,
+            None => {
+                self.spilled.resize(n, 0);
+                &mut self.spilled
+            }
+        }
+    }
+}
+
+impl<S: CounterStore, C: Clock> Limiter<S, C> {
+    /// Whether the count step can answer without awaiting: the store counts in process
+    /// and no setting needs a second store call (reading before counting, refunds).
+    #[inline(always)]
+    pub(super) fn counts_now(&self) -> bool {
+        matches!(self.store.kind(), StoreKind::InProcess { .. })
+            && !self.settings.stop_increment_when_over_limit
+            && !self.settings.refund_hits_when_over_limit
+    }
+
+    /// The count step: asks the store for the counters of `plan`, writing the value after
+    /// this request's hits into `counts` (one per increment of `batch`). Slots the local
+    /// cache answered are left at 0 and not sent.
+    #[inline(always)] // the in-process case reduces to one call of the store
+    pub(super) fn count<'a>(
+        &'a self,
+        now: u64,
+        plan: &'a Plan<'_>,
+        (batch, cached): (&'a mut [Increment], Cached<'a>),
+        counts: &'a mut [u64],
+    ) -> Counting<'a> {
+        let in_process = matches!(self.store.kind(), StoreKind::InProcess { .. });
+        let plain = !self.settings.stop_increment_when_over_limit && !plan.any_cached;
+        if in_process && plain {
+            // No test for an empty batch (nothing to count): it costs a store without I/O
+            // nothing, and the common request has one increment.
+            return Counting::Done(self.store.increment_now(now, batch, counts));
+        }
+        if batch.is_empty() {
+            return Counting::Done(Ok(()));
+        }
+        if plain {
+            return Counting::Pending(self.store.increment(now, batch, counts));
+        }
+        if !in_process || self.settings.stop_increment_when_over_limit {
+            return Counting::Pending(Box::pin(
+                self.count_with_reads(now, plan, batch, cached, counts),
+            ));
+        }
+        // In process, with keys already known over (rare): count the others one by one.
+        Counting::Done(
+            batch
+                .iter()
+                .zip(counts.iter_mut())
+                .enumerate()
+                .filter(|(i, _)| !cached.get(*i))
+                .try_for_each(|(_, (b, c))| {
+                    self.store
+                        .increment_now(now, std::slice::from_ref(b), std::slice::from_mut(c))
+                }),
+        )
+    }
+
+    /// The count step of the settings and cases that need more than one plain batch:
+    /// `stop_increment_when_over_limit`, and keys answered by the local cache on a remote
+    /// store (the others are sent as one batch).
+    async fn count_with_reads(
+        &self,
+        now: u64,
+        plan: &Plan<'_>,
+        batch: &mut [Increment],
+        cached: Cached<'_>,
+        counts: &mut [u64],
+    ) -> Result<(), StoreError> {
+        if self.settings.stop_increment_when_over_limit {
+            self.stop_increments(now, plan, batch, cached).await?;
+        }
+        if !plan.any_cached {
+            return self.store.increment(now, batch, counts).await;
+        }
+        let live: Vec<Increment> = batch
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !cached.get(*i))
+            .map(|(_, b)| b.clone())
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let mut live_counts = vec![0u64; live.len()];
+        self.store.increment(now, &live, &mut live_counts).await?;
+        let mut it = live_counts.into_iter();
+        for (i, c) in counts.iter_mut().enumerate() {
+            if !cached.get(i) {
+                *c = it.next().unwrap_or(0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when a key is already known to
+    /// be over, nothing else is counted; otherwise the counters are read first and, if any
+    /// would go over, only those are incremented.
+    async fn stop_increments(
+        &self,
+        now: u64,
+        plan: &Plan<'_>,
+        batch: &mut [Increment],
+        cached: Cached<'_>,
+    ) -> Result<(), StoreError> {
+        if plan.any_cached {
+            for (i, b) in batch.iter_mut().enumerate() {
+                if !cached.get(i) {
+                    b.hits = 0;
+                }
+            }
+            return Ok(());
+        }
+        let keys: Vec<&str> = batch.iter().map(|b| b.key.as_str()).collect();
+        let mut current = vec![0u64; batch.len()];
+        self.store.get(now, &keys, &mut current).await?;
+        let mut limits = vec![0u64; batch.len()];
+        for t in plan.targets() {
+            if let Target::Counted { spec, slot, .. } = t {
+                limits[*slot] = u64::from(spec.requests_per_unit);
+            }
+        }
+        let near: Vec<bool> = batch
+            .iter()
+            .zip(&current)
+            .zip(&limits)
+            .map(|((b, cur), lim)| cur.saturating_add(b.hits) > *lim)
+            .collect();
+        if near.iter().any(|x| *x) {
+            for (b, is_near) in batch.iter_mut().zip(&near) {
+                if !is_near {
+                    b.hits = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `refund_hits_when_over_limit`: a request answered OVER_LIMIT gives back the hits it
+    /// added. The decision stands even if the refund fails: it only affects later
+    /// requests, and the counters expire with their window.
+    pub(super) async fn refund(&self, now: u64, batch: &[Increment], cached: Cached<'_>) {
+        let added: Vec<Increment> = batch
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| !cached.get(*i) && b.hits > 0)
+            .map(|(_, b)| b.clone())
+            .collect();
+        if !added.is_empty() {
+            let _ = self.store.refund(now, &added).await;
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The finish step: from the counts to the response. Each counted target is decided by
+//! [`crate::decide::decide`] (pure arithmetic); around it this step updates statistics and
+//! the local cache, picks the overall code (quota and shadow modes), and adds the
+//! optional headers and dynamic metadata.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::plan::{Plan, Target, Work};
+use super::{HeaderNames, Limiter};
+use crate::clock::Clock;
+use crate::decide::decide;
+use crate::stats::StatDelta;
+use crate::store::CounterStore;
+use crate::types::{Code, DescriptorStatus, Header, Request, Response};
+
+/// What the overall code depends on, gathered descriptor by descriptor.
+#[derive(Default)]
+struct Tally {
+    any_over: bool,
+    quota_total: usize,
+    quota_over: usize,
+}
+
+impl<S: CounterStore, C: Clock> Limiter<S, C> {
+    /// The finish step: turns the counts (`counts[slot]`, the counter after this request's
+    /// hits, for each of [`Work::increments`]) into `resp`, whose previous contents are replaced, and
+    /// counts the statistics. Asks no store.
+    #[inline(always)] // fills the caller's response in place
+    pub fn finish(
+        &self,
+        req: &Request,
+        plan: &Plan<'_>,
+        work: &Work,
+        counts: &[u64],
+        now: u64,
+        resp: &mut Response,
+    ) {
+        let mut tally = Tally::default();
+        if plan.rest.is_empty() {
+            let status = self.status_for(&plan.first, plan, work, counts, now, &mut tally);
+            // A new response holds no status, one reused for the next decision holds one:
+            // neither needs `SmallVec::truncate`, a generic whose inlining hangs on how
+            // the calling crate is split into codegen units.
+            match &mut resp.statuses[..] {
+                [] => resp.statuses.push(status),
+                [only] => *only = status,
+                _ => {
+                    resp.statuses.clear();
+                    resp.statuses.push(status);
+                }
+            }
+        } else {
+            resp.statuses.clear();
+            resp.statuses.reserve(plan.target_count());
+            for t in plan.targets() {
+                let status = self.status_for(t, plan, work, counts, now, &mut tally);
+                resp.statuses.push(status);
+            }
+        }
+        resp.overall_code = self.overall_code(&tally);
+        self.decorate(req, resp, plan, now);
+    }
+
+    /// The optional parts of a response: `RateLimit-*` headers and dynamic metadata
+    /// (emptied when off, as the response may be a reused one).
+    #[inline(always)] // with both off (the default) this is two tests of empty fields
+    fn decorate(&self, req: &Request, resp: &mut Response, plan: &Plan<'_>, now: u64) {
+        if !resp.response_headers_to_add.is_empty() {
+            resp.response_headers_to_add.clear();
+        }
+        if let Some(names) = &self.settings.response_headers {
+            add_headers(resp, plan, names, self.settings.quota_mode, now);
+        }
+        if self.settings.dynamic_metadata {
+            resp.dynamic_metadata = Some(dynamic_metadata(req, plan, &resp.statuses));
+        } else if resp.dynamic_metadata.is_some() {
+            resp.dynamic_metadata = None;
+        }
+    }
+
+    /// One descriptor's status from its counter, with its statistics and the local cache
+    /// updated; `tally` collects what the overall code needs.
+    #[inline(always)] // the status is built in the caller's frame: no copy out
+    fn status_for<'r>(
+        &self,
+        t: &Target<'r>,
+        plan: &Plan<'r>,
+        work: &Work,
+        counts: &[u64],
+        now: u64,
+        tally: &mut Tally,
+    ) -> DescriptorStatus {
+        let Target::Counted {
+            spec,
+            rule,
+            hits,
+            stats,
+            slot,
+        } = t
+        else {
+            return DescriptorStatus {
+                code: Code::Ok,
+                limit_remaining: if matches!(t, Target::Unlimited) {
+                    u32::MAX
+                } else {
+                    0
+                },
+                ..DescriptorStatus::default()
+            };
+        };
+        let from_cache = work.cached(plan).get(*slot);
+        let (status, delta): (DescriptorStatus, StatDelta) = decide(
+            spec,
+            counts[*slot],
+            *hits,
+            self.settings.near_limit_ratio,
+            now,
+            from_cache,
+        );
+        if let Some(s) = stats.and_then(|s| work.stats(s)) {
+            s.add(&delta);
+        }
+        if let Some(lc) = &self.local_cache
+            && !from_cache
+            && counts[*slot] > u64::from(spec.requests_per_unit)
+        {
+            // Upstream keeps the key for a unit from now; the window start in the key
+            // stops it matching in the next window anyway.
+            lc.insert(
+                &work.increments(plan)[*slot].key,
+                now + spec.unit.seconds(),
+                now,
+            );
+        }
+        let over = status.code == Code::OverLimit;
+        if self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode) {
+            tally.quota_total += 1;
+            tally.quota_over += usize::from(over);
+        } else {
+            tally.any_over |= over;
+        }
+        status
+    }
+
+    /// OVER_LIMIT when a non-quota descriptor is over, or every quota one is; OK instead
+    /// (and counted) in global shadow mode.
+    #[inline]
+    fn overall_code(&self, tally: &Tally) -> Code {
+        if !(tally.any_over || (tally.quota_total > 0 && tally.quota_over == tally.quota_total)) {
+            return Code::Ok;
+        }
+        if self.settings.shadow_mode {
+            self.stats.global_shadow_mode.fetch_add(1, Relaxed);
+            return Code::Ok;
+        }
+        Code::OverLimit
+    }
+}
+
+/// `RateLimit-*` headers for the descriptor that binds: the one with the fewest remaining
+/// hits, unless a non-quota descriptor is over its limit, in which case the last such one.
+fn add_headers(
+    resp: &mut Response,
+    plan: &Plan<'_>,
+    names: &HeaderNames,
+    global_quota: bool,
+    now: u64,
+) {
+    let mut chosen: Option<usize> = None;
+    let mut forced = false;
+    for (i, (s, t)) in resp.statuses.iter().zip(plan.targets()).enumerate() {
+        if s.current_limit.is_none() {
+            continue;
+        }
+        let quota =
+            global_quota || matches!(t, Target::Counted { rule: Some(r), .. } if r.quota_mode);
+        if s.code == Code::OverLimit && !quota {
+            chosen = Some(i);
+            forced = true;
+            continue;
+        }
+        if forced {
+            continue;
+        }
+        match chosen {
+            Some(c) if resp.statuses[c].limit_remaining <= s.limit_remaining => {}
+            _ => chosen = Some(i),
+        }
+    }
+    let Some(i) = chosen else { return };
+    let s = &resp.statuses[i];
+    let Some(limit) = &s.current_limit else {
+        return;
+    };
+    resp.response_headers_to_add = vec![
+        Header {
+            key: names.limit.clone(),
+            value: limit.requests_per_unit.to_string(),
+        },
+        Header {
+            key: names.remaining.clone(),
+            value: s.limit_remaining.to_string(),
+        },
+        Header {
+            key: names.reset.clone(),
+            value: limit.unit.until_reset(now).to_string(),
+        },
+    ];
+}
+
+/// The `dynamic_metadata` struct upstream returns (§9 of the behaviour notes).
+fn dynamic_metadata(
+    req: &Request,
+    plan: &Plan<'_>,
+    statuses: &[DescriptorStatus],
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::{Map, Value};
+    let mut out = Map::new();
+    out.insert("domain".into(), Value::String(req.domain.clone()));
+    let descriptors = req
+        .descriptors
+        .iter()
+        .map(|d| {
+            let mut m = Map::new();
+            m.insert(
+                "entries".into(),
+                Value::Array(
+                    d.entries
+                        .iter()
+                        .map(|e| Value::String(format!("{}={}", e.key, e.value)))
+                        .collect(),
+                ),
+            );
+            if let Some(o) = d.limit {
+                m.insert(
+                    "limit".into(),
+                    Value::String(format!(
+                        "requests_per_unit:{} unit:{}",
+                        o.requests_per_unit,
+                        o.unit.name()
+                    )),
+                );
+            }
+            if let Some(h) = d.hits_addend {
+                m.insert("hitsAddend".into(), Value::from(h));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    out.insert("descriptors".into(), Value::Array(descriptors));
+    if req.hits_addend != 0 {
+        out.insert("hitsAddend".into(), Value::from(req.hits_addend));
+    }
+    let mut merged = Map::new();
+    for (t, s) in plan.targets().zip(statuses) {
+        if s.code == Code::OverLimit {
+            continue;
+        }
+        if let Target::Counted { rule: Some(r), .. } = t
+            && let Some(md) = &r.metadata
+        {
+            merge_first_wins(&mut merged, md);
+        }
+    }
+    if !merged.is_empty() {
+        out.insert("metadata".into(), Value::Object(merged));
+    }
+    out
+}
+
+fn merge_first_wins(
+    into: &mut serde_json::Map<String, serde_json::Value>,
+    from: &serde_json::Map<String, serde_json::Value>,
+) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (None, _) => {
+                into.insert(k.clone(), v.clone());
+            }
+            (Some(serde_json::Value::Object(a)), serde_json::Value::Object(b)) => {
+                merge_first_wins(a, b)
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The cache keys of the plan: upstream's key format (prefix, domain, entries, window
+//! start) written into reused strings, and the expiry of each key.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::Limiter;
+use crate::clock::Clock;
+use crate::rules::{Rule, cache_key_stem_into};
+use crate::stats::sanitize_stat_name;
+use crate::store::{CounterStore, Increment};
+use crate::types::Descriptor;
+use crate::unit::Unit;
+
+impl<S: CounterStore, C: Clock> Limiter<S, C> {
+    /// Writes the next increment of the batch (reusing an earlier request's key string)
+    /// and returns its slot.
+    #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
+    #[inline]
+    pub(super) fn push_increment(
+        &self,
+        (batch, used): (&mut Vec<Increment>, &mut usize),
+        window_text: &mut (u64, String),
+        rule: Option<&Arc<Rule>>,
+        domain: &str,
+        d: &Descriptor,
+        unit: Unit,
+        hits: u64,
+        now: u64,
+    ) -> usize {
+        let window = unit.window_start(now);
+        let prefix = &self.settings.cache_key_prefix;
+        if *used == batch.len() {
+            batch.push(Increment {
+                key: String::new(),
+                hits: 0,
+                unit,
+                ttl_seconds: 0,
+            });
+        }
+        let slot = *used;
+        let inc = &mut batch[slot];
+        *used += 1;
+        let key = &mut inc.key;
+        // No reserve up front: the slot's key usually has room from an earlier request,
+        // and summing the entries' lengths first costs more than the odd regrowth.
+        match rule {
+            Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
+            None => cache_key_stem_into(key, prefix, domain, &d.entries),
+        }
+        if window_text.0 != window {
+            window_text.1.clear();
+            let _ = write!(window_text.1, "{window}");
+            window_text.0 = window;
+        }
+        key.push_str(&window_text.1);
+        inc.ttl_seconds = unit.seconds() + jitter(key, self.jitter_max);
+        inc.hits = hits;
+        inc.unit = unit;
+        slot
+    }
+}
+
+/// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;
+/// a hash of the key spreads expiries just as well, needs no randomness source in a pure
+/// crate, and keeps a key's TTL stable across its refreshes.
+#[inline]
+pub(super) fn jitter(key: &str, max: u64) -> u64 {
+    if max == 0 { 0 } else { key_hash(key) % max }
+}
+
+/// A cheap hash of a key, for [`jitter`]: keys are hashed on every decision, and quality
+/// is irrelevant beyond spreading values.
+fn key_hash(key: &str) -> u64 {
+    // Eight bytes per step, a multiply-xorshift mix.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = key.len() as u64;
+    let mut words = key.as_bytes().chunks_exact(8);
+    for w in &mut words {
+        let w = u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or_default());
+        h = (h ^ w).wrapping_mul(K);
+        h ^= h >> 32;
+    }
+    let rest = words.remainder();
+    let last = if rest.is_empty() {
+        0
+    } else if key.len() >= 8 {
+        // The last eight bytes, overlapping the words already mixed: a fixed-size read
+        // instead of copying a tail of unknown length.
+        let end = &key.as_bytes()[key.len() - 8..];
+        u64::from_le_bytes(<[u8; 8]>::try_from(end).unwrap_or_default())
+    } else {
+        rest.iter().fold(0, |acc, b| (acc << 8) | u64::from(*b))
+    };
+    h = (h ^ last).wrapping_mul(K);
+    h ^ (h >> 32)
+}
+
+/// Upstream's stats key for a request override: `domain.` + entries as `key_value`
+/// (or `key` when the value is empty), joined by dots.
+pub(super) fn override_stats_key(domain: &str, d: &Descriptor) -> String {
+    let mut s = String::with_capacity(domain.len() + 32);
+    s.push_str(domain);
+    for e in &d.entries {
+        s.push('.');
+        s.push_str(&e.key);
+        if !e.value.is_empty() {
+            s.push('_');
+            s.push_str(&e.value);
+        }
+    }
+    sanitize_stat_name(&s)
+}
