@@ -228,12 +228,14 @@ impl Statuses {
 
 impl std::ops::Deref for Statuses {
     type Target = [DescriptorStatus];
+    #[inline] // a test of where the statuses are, on every decision
     fn deref(&self) -> &[DescriptorStatus] {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for Statuses {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [DescriptorStatus] {
         &mut self.0
     }

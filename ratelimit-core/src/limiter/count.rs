@@ -24,10 +24,11 @@ pub(super) enum Counting<'a> {
     Pending(Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>),
 }
 
-/// The counts of one request, inline for the usual handful of increments.
+/// The counts of one request, inline for the usual handful of increments. The vector
+/// for more is an `Option` so that the usual case sets one word for it, not three.
 pub(super) struct Counts {
     inline: [u64; INLINE],
-    spilled: Vec<u64>,
+    spilled: Option<Vec<u64>>,
 }
 
 impl Counts {
@@ -35,7 +36,7 @@ impl Counts {
     pub(super) fn new() -> Self {
         Counts {
             inline: [0; INLINE],
-            spilled: Vec::new(),
+            spilled: None,
         }
     }
 
@@ -44,10 +45,7 @@ impl Counts {
     pub(super) fn slots(&mut self, n: usize) -> &mut [u64] {
         match self.inline.get_mut(..n) {
             Some(c) => c,
-            None => {
-                self.spilled.resize(n, 0);
-                &mut self.spilled
-            }
+            None => self.spilled.insert(vec![0; n]),
         }
     }
 }
@@ -73,36 +71,48 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         (batch, cached): (&'a mut [Increment], Cached<'a>),
         counts: &'a mut [u64],
     ) -> Counting<'a> {
-        let in_process = matches!(self.store.kind(), StoreKind::InProcess { .. });
-        let plain = !self.settings.stop_increment_when_over_limit && !plan.any_cached;
-        if in_process && plain {
-            // No test for an empty batch (nothing to count): it costs a store without I/O
-            // nothing, and the common request has one increment.
-            return Counting::Done(self.store.increment_now(now, batch, counts));
+        let stop = self.settings.stop_increment_when_over_limit;
+        if matches!(self.store.kind(), StoreKind::InProcess { .. }) && !stop {
+            return Counting::Done(self.count_now(now, plan, batch, cached, counts));
         }
         if batch.is_empty() {
             return Counting::Done(Ok(()));
         }
-        if plain {
+        if !stop && !plan.any_cached {
             return Counting::Pending(self.store.increment(now, batch, counts));
         }
-        if !in_process || self.settings.stop_increment_when_over_limit {
-            return Counting::Pending(Box::pin(
-                self.count_with_reads(now, plan, batch, cached, counts),
-            ));
+        Counting::Pending(Box::pin(
+            self.count_with_reads(now, plan, batch, cached, counts),
+        ))
+    }
+
+    /// The count step of a store that counts in process, without
+    /// `stop_increment_when_over_limit`: the store answers during the call. The
+    /// synchronous entry points call it directly ([`Limiter::counts_now`] checked that).
+    #[inline(always)] // the usual case is one call of the store
+    pub(super) fn count_now(
+        &self,
+        now: u64,
+        plan: &Plan<'_>,
+        batch: &[Increment],
+        cached: Cached<'_>,
+        counts: &mut [u64],
+    ) -> Result<(), StoreError> {
+        if !plan.any_cached {
+            // No test for an empty batch (nothing to count): it costs a store without I/O
+            // nothing, and the common request has one increment.
+            return self.store.increment_now(now, batch, counts);
         }
-        // In process, with keys already known over (rare): count the others one by one.
-        Counting::Done(
-            batch
-                .iter()
-                .zip(counts.iter_mut())
-                .enumerate()
-                .filter(|(i, _)| !cached.get(*i))
-                .try_for_each(|(_, (b, c))| {
-                    self.store
-                        .increment_now(now, std::slice::from_ref(b), std::slice::from_mut(c))
-                }),
-        )
+        // Keys already known over (rare): count the others one by one.
+        batch
+            .iter()
+            .zip(counts.iter_mut())
+            .enumerate()
+            .filter(|(i, _)| !cached.get(*i))
+            .try_for_each(|(_, (b, c))| {
+                self.store
+                    .increment_now(now, std::slice::from_ref(b), std::slice::from_mut(c))
+            })
     }
 
     /// The count step of the settings and cases that need more than one plain batch:

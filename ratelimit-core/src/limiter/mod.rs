@@ -57,7 +57,7 @@ use crate::config::ConfigError;
 use crate::local_cache::LocalCache;
 use crate::rules::RuleSet;
 use crate::stats::Stats;
-use crate::store::{CounterStore, StoreError};
+use crate::store::CounterStore;
 use crate::types::{Code, Request, Response};
 
 /// The rate limiter that services embed.
@@ -426,21 +426,15 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         let mut counts = Counts::new();
         let counts = counts.slots(plan.increments);
-        match self.count(now, &plan, work.for_count(&plan), counts) {
-            Counting::Done(r) => r?,
-            Counting::Pending(_) => return Err(not_in_process()),
-        }
+        self.count_now(
+            now,
+            &plan,
+            work.increments(&plan),
+            work.cached(&plan),
+            counts,
+        )?;
         self.finish(req, &plan, work, counts, now, resp);
         work.trim();
         Ok(())
     }
-}
-
-/// A store of kind [`StoreKind::InProcess`] that did not answer during the call.
-#[cold]
-fn not_in_process() -> Error {
-    Error::Store(StoreError::new(
-        "store_error",
-        "the store claimed to count in process but did not",
-    ))
 }
