@@ -8,10 +8,10 @@ pub mod h2raw;
 use std::sync::Arc;
 
 use ratelimit_backends::MemoryStore;
-use ratelimit_core::decide::{LimitSpec, decide};
+use ratelimit_core::decide::decide;
 use ratelimit_core::rules::Match;
 use ratelimit_core::{
-    Code, Descriptor, Limiter, ManualClock, Request, Response, RuleSet, Stats, Unit,
+    Code, Descriptor, Limiter, ManualClock, Now, Request, Response, RuleSet, Stats, Unit,
 };
 
 /// A fixed time, so that windows never roll over during a run and results repeat.
@@ -130,15 +130,25 @@ pub fn plan_and_decide(
         let Match::Rule(r) = rules.find(&req.domain, &d.entries, scratch) else {
             continue;
         };
-        let Some(unit) = r.unit else { continue };
-        r.cache_key_into(key, "", &req.domain, &d.entries, unit.window_start(NOW));
-        let spec = LimitSpec {
-            requests_per_unit: r.requests_per_unit,
-            unit,
-            name: &r.name,
-            shadow_mode: r.shadow_mode,
+        let Some(limit) = r.limits.first() else {
+            continue;
         };
-        let (status, delta) = decide(&spec, 1 + key.len() as u64, 1, 0.8, NOW, false);
+        r.cache_key_into(
+            key,
+            "",
+            &req.domain,
+            &d.entries,
+            limit.unit.window_start(NOW),
+        );
+        let spec = limit.spec(r.shadow_mode);
+        let (status, delta) = decide(
+            &spec,
+            1 + key.len() as u64,
+            1,
+            0.8,
+            Now::from_secs(NOW),
+            false,
+        );
         r.stats.add(&delta);
         over += usize::from(status.code == Code::OverLimit);
     }

@@ -55,7 +55,8 @@ pub use memcached::MemcachedStore;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The system's wall clock, in whole Unix seconds (upstream's resolution).
+/// The system's wall clock: Unix seconds for window limits (upstream's resolution),
+/// microseconds for token buckets and sliding windows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -64,5 +65,11 @@ impl ratelimit_core::Clock for SystemClock {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
+    }
+
+    fn now_micros(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
     }
 }

@@ -1,11 +1,14 @@
-//! An in-process counter store: sharded maps of fixed-window counters.
+//! An in-process counter store: sharded maps of fixed-window counters, and of the states
+//! of sliding windows and token buckets.
 
 use std::hash::BuildHasher;
 
 use async_trait::async_trait;
 use hashbrown::HashTable;
 use parking_lot::Mutex;
-use ratelimit_core::{CounterStore, Increment, StoreError, StoreKind, Unit};
+use ratelimit_core::{CounterStore, Increment, Op, StoreError, StoreKind};
+
+mod states;
 
 /// Shard count: a power of two comfortably above the core counts this runs on, so two
 /// threads rarely contend for one lock.
@@ -23,6 +26,9 @@ struct Shard {
     /// Entries are found by a hash computed once per call, which also picks the shard:
     /// a `HashMap` would hash the key a second time.
     map: HashTable<(Box<str>, Counter)>,
+    /// Sliding windows and token buckets, apart so that fixed-window counters (every
+    /// upstream rule) stay as small as they are.
+    states: HashTable<(Box<str>, states::State)>,
     /// Earliest time at which the next sweep of dead keys may run.
     next_sweep: u64,
 }
@@ -39,7 +45,7 @@ struct Shard {
 /// use ratelimit_core::{CounterStore, Increment, Unit};
 ///
 /// let store = MemoryStore::new();
-/// let inc = Increment { key: "d_k_v_60".into(), hits: 2, unit: Unit::Minute, ttl_seconds: 60 };
+/// let inc = Increment::window("d_k_v_60", 2, Unit::Minute, 60);
 /// let mut counts = [0];
 /// futures_executor::block_on(store.increment(61, &[inc], &mut counts)).unwrap();
 /// assert_eq!(counts, [2]);
@@ -68,21 +74,35 @@ impl MemoryStore {
     /// The key's hash and its shard.
     fn shard(&self, key: &str) -> (u64, &Mutex<Shard>) {
         let hash = self.hasher.hash_one(key);
+        (hash, &self.shards[self.shard_index(hash)])
+    }
+
+    /// The shard of a key's hash.
+    #[inline]
+    fn shard_index(&self, hash: u64) -> usize {
         // Bits that hashbrown leaves alone: it picks buckets with the low ones and tags
         // them with the top seven, and a shard whose keys all shared a tag would compare
         // every key of a probed group.
-        (hash, &self.shards[(hash >> 40) as usize % SHARDS])
+        (hash >> 40) as usize % SHARDS
     }
 
-    /// Adds `hits` to `key` and returns the new value; synchronous core of the store.
+    fn hasher_hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Adds the hits of a fixed-window increment to its key and returns the new value;
+    /// synchronous core of the store.
     #[inline]
     pub fn increment_one(&self, now: u64, inc: &Increment) -> u64 {
         let (hash, shard) = self.shard(&inc.key);
         let mut shard = shard.lock();
         if now >= shard.next_sweep {
-            shard.map.retain(|(_, c)| c.expires_at > now);
-            shard.next_sweep = now + 1;
+            sweep(&mut shard, now);
         }
+        let seconds = match inc.op {
+            Op::Window { seconds } => seconds,
+            _ => inc.unit.seconds(),
+        };
         let key = inc.key.as_str();
         if let Some((_, c)) = shard.map.find_mut(hash, |(k, _)| **k == *key) {
             if c.expires_at > now {
@@ -91,13 +111,13 @@ impl MemoryStore {
             }
             *c = Counter {
                 value: inc.hits,
-                expires_at: window_end(inc.unit, now),
+                expires_at: window_end(seconds, now),
             };
             return inc.hits;
         }
         let counter = Counter {
             value: inc.hits,
-            expires_at: window_end(inc.unit, now),
+            expires_at: window_end(seconds, now),
         };
         shard
             .map
@@ -109,7 +129,13 @@ impl MemoryStore {
 
     /// Number of keys held, dead ones not yet swept included.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().map.len()).sum()
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                s.map.len() + s.states.len()
+            })
+            .sum()
     }
 
     /// Whether the store holds no keys.
@@ -129,13 +155,20 @@ impl MemoryStore {
     }
 }
 
-/// When the window holding `now` ends. Only a new or restarted counter needs it, so it is
-/// out of line: inlined into the batch loop, the optimiser computed the window start of all
-/// seven units ahead of every call.
+/// When the window of `seconds` holding `now` ends. Only a new or restarted counter needs
+/// it, so it is out of line.
 #[cold]
 #[inline(never)]
-fn window_end(unit: Unit, now: u64) -> u64 {
-    unit.window_start(now) + unit.seconds()
+fn window_end(seconds: u64, now: u64) -> u64 {
+    ratelimit_core::algorithm::window_start(now, seconds) + seconds
+}
+
+/// Drops a shard's dead keys; at most once a second per shard.
+#[cold]
+fn sweep(shard: &mut Shard, now: u64) {
+    shard.map.retain(|(_, c)| c.expires_at > now);
+    shard.states.retain(|(_, s)| s.expires_at > now);
+    shard.next_sweep = now + 1;
 }
 
 #[async_trait]
@@ -162,8 +195,16 @@ impl CounterStore for MemoryStore {
         batch: &[Increment],
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
-        for (inc, out) in batch.iter().zip(counts.iter_mut()) {
-            *out = self.increment_one(now, inc);
+        let mut i = 0;
+        while i < batch.len() {
+            let inc = &batch[i];
+            let alone = batch.get(i + 1).is_none_or(|next| !next.joint);
+            if alone && let Op::Window { .. } = inc.op {
+                counts[i] = self.increment_one(now, inc);
+                i += 1;
+            } else {
+                i = self.decide_group(now, batch, counts, i);
+            }
         }
         Ok(())
     }
@@ -194,13 +235,10 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    use ratelimit_core::Unit;
+
     fn inc(key: &str, hits: u64, unit: Unit) -> Increment {
-        Increment {
-            key: key.into(),
-            hits,
-            unit,
-            ttl_seconds: unit.seconds(),
-        }
+        Increment::window(key, hits, unit, unit.seconds())
     }
 
     #[test]

@@ -140,12 +140,7 @@ pub async fn conformance(
 
     // The store's read and refund paths.
     let key = format!("conf_direct_{name}_{now}");
-    let inc = Increment {
-        key: key.clone(),
-        hits: 5,
-        unit: Unit::Hour,
-        ttl_seconds: 3600,
-    };
+    let inc = Increment::window(key.clone(), 5, Unit::Hour, 3600);
     let mut counts = [0u64];
     store
         .increment(now, std::slice::from_ref(&inc), &mut counts)
@@ -174,12 +169,7 @@ pub async fn conformance(
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let store = store.clone();
-        let inc = Increment {
-            key: key.clone(),
-            hits: 1,
-            unit: Unit::Hour,
-            ttl_seconds: 3600,
-        };
+        let inc = Increment::window(key.clone(), 1, Unit::Hour, 3600);
         tasks.push(tokio::spawn(async move {
             for _ in 0..25 {
                 let mut c = [0u64];
@@ -317,12 +307,7 @@ async fn memcached_two_nodes() {
     conformance("memcached", store.clone(), Some(store.clone())).await;
 
     // Keys memcached cannot hold fail clearly instead of corrupting the protocol stream.
-    let long = Increment {
-        key: "k".repeat(251),
-        hits: 1,
-        unit: Unit::Second,
-        ttl_seconds: 1,
-    };
+    let long = Increment::window("k".repeat(251), 1, Unit::Second, 1);
     let e = store.increment(0, &[long], &mut [0]).await.unwrap_err();
     assert_eq!(e.err_type, "memcache_error");
     assert!(e.message.contains("at most 250"), "{}", e.message);

@@ -42,12 +42,7 @@ async fn redis_outage_under_load_is_bounded_and_recovers() {
             last_ok_us.clone(),
         );
         workers.push(tokio::spawn(async move {
-            let inc = Increment {
-                key: format!("fault_{w}"),
-                hits: 1,
-                unit: Unit::Hour,
-                ttl_seconds: 3600,
-            };
+            let inc = Increment::window(format!("fault_{w}"), 1, Unit::Hour, 3600);
             while !stop.load(Relaxed) {
                 let t = Instant::now();
                 let mut c = [0u64];

@@ -51,12 +51,7 @@ fn store(nodes: Vec<String>, tls: Option<MemcachedTls>) -> Arc<MemcachedStore> {
 }
 
 async fn one_increment(store: &MemcachedStore) -> Result<(), String> {
-    let inc = Increment {
-        key: "tls_probe".into(),
-        hits: 1,
-        unit: Unit::Minute,
-        ttl_seconds: 60,
-    };
+    let inc = Increment::window("tls_probe", 1, Unit::Minute, 60);
     store
         .increment(0, &[inc], &mut [0])
         .await
@@ -259,12 +254,7 @@ async fn memcached_srv_refresh_swaps_the_node_list() {
     );
     // Keys now land on the node the two-node list maps them to.
     let incs: Vec<Increment> = (0..20)
-        .map(|i| Increment {
-            key: format!("srv_refresh_{i}"),
-            hits: 3,
-            unit: Unit::Hour,
-            ttl_seconds: 3600,
-        })
+        .map(|i| Increment::window(format!("srv_refresh_{i}"), 3, Unit::Hour, 3600))
         .collect();
     s.increment(0, &incs, &mut [0; 20]).await.unwrap();
     s.settled().await;
@@ -307,12 +297,7 @@ async fn memcached_a_refused_key_does_not_stop_the_batch() {
     let s = store(vec![format!("127.0.0.1:{}", node.port)], None);
     let incs: Vec<Increment> = ["batch_text", "batch_new", "batch_new"]
         .iter()
-        .map(|k| Increment {
-            key: k.to_string(),
-            hits: 2,
-            unit: Unit::Hour,
-            ttl_seconds: 3600,
-        })
+        .map(|k| Increment::window(k.to_string(), 2, Unit::Hour, 3600))
         .collect();
     let mut counts = [0; 3];
     s.increment(0, &incs, &mut counts).await.unwrap();

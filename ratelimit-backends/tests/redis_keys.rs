@@ -258,12 +258,7 @@ async fn counts_come_back_in_batch_order_across_both_instances() {
     .await
     .unwrap();
     let single = redis_store(settings(main.port)).await;
-    let inc = |key: &str, unit, hits| Increment {
-        key: key.into(),
-        hits,
-        unit,
-        ttl_seconds: 60,
-    };
+    let inc = |key: &str, unit, hits| Increment::window(key, hits, unit, 60);
     let batch = [
         inc("s1", Unit::Second, 1),
         inc("m1", Unit::Minute, 10),

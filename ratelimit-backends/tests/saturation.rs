@@ -69,12 +69,7 @@ async fn saturates(name: &str, store: Arc<dyn CounterStore>, mc: Option<Arc<Memc
 
     let key = format!("sat_direct_{name}");
     for hits in [u64::MAX, 1, u64::MAX, 0, 1] {
-        let inc = Increment {
-            key: key.clone(),
-            hits,
-            unit: Unit::Hour,
-            ttl_seconds: 3600,
-        };
+        let inc = Increment::window(key.clone(), hits, Unit::Hour, 3600);
         let mut count = [0u64];
         store
             .increment(now, &[inc], &mut count)
@@ -102,12 +97,7 @@ async fn redis_counter_at_the_top(name: &str, store: Arc<RedisStore>, port: u16)
     let top = i64::MAX.to_string();
     assert_eq!(redis_cli(port, &["SET", &key, &top]), "OK");
     for hits in [1, 0, u64::MAX] {
-        let inc = Increment {
-            key: key.clone(),
-            hits,
-            unit: Unit::Hour,
-            ttl_seconds: 3600,
-        };
+        let inc = Increment::window(key.clone(), hits, Unit::Hour, 3600);
         let mut count = [0u64];
         store
             .increment(0, &[inc], &mut count)
@@ -209,12 +199,7 @@ async fn memcached_saturates() {
     let near_top = (u64::MAX - 2).to_string();
     servers::mc_set(m.port, "sat_top", &near_top);
     for hits in [1, 5, u64::MAX] {
-        let inc = Increment {
-            key: "sat_top".into(),
-            hits,
-            unit: Unit::Hour,
-            ttl_seconds: 3600,
-        };
+        let inc = Increment::window("sat_top", hits, Unit::Hour, 3600);
         let mut count = [0u64];
         store.increment(0, &[inc], &mut count).await.unwrap();
         assert!(count[0] > OVER_ANY_LIMIT, "{hits} hits counted {count:?}");

@@ -16,7 +16,7 @@ mod reader;
 use reader::Reader;
 
 /// Keys accepted anywhere in a document (upstream checks them without regard to position).
-const VALID_KEYS: [&str; 16] = [
+const VALID_KEYS: [&str; 20] = [
     "domain",
     "key",
     "value",
@@ -33,6 +33,11 @@ const VALID_KEYS: [&str; 16] = [
     "value_to_metric",
     "share_threshold",
     "metadata",
+    // Extensions of upstream's format (file-only): see docs/algorithms.md.
+    "rate_limits",
+    "unit_multiplier",
+    "algorithm",
+    "burst",
 ];
 
 /// The family of a configuration error; one per upstream error message.
@@ -71,6 +76,18 @@ pub enum ConfigErrorKind {
     Metadata,
     /// A document larger or more deeply nested than its [`Limits`], refused unparsed.
     Limits,
+    /// An `algorithm` that is not one of ours.
+    UnknownAlgorithm,
+    /// `burst` on a limit that is not a token bucket.
+    BurstWithoutTokenBucket,
+    /// `burst` or `unit_multiplier` of 0.
+    ZeroLimitField,
+    /// `rate_limit` and `rate_limits` on one descriptor.
+    RateLimitAndRateLimits,
+    /// `rate_limits` without an entry, or with an `unlimited` one.
+    InvalidRateLimits,
+    /// The same `name` twice in one `rate_limits` list.
+    DuplicateLimitName,
 }
 
 /// Why a rule document was rejected.
@@ -141,6 +158,8 @@ pub struct DescriptorConfig {
     pub value: String,
     /// The limit; `None` whitelists a leaf, or makes an inner node a placeholder.
     pub rate_limit: Option<RateLimitConfig>,
+    /// Several limits instead of `rate_limit` (an extension): `None` when absent.
+    pub rate_limits: Option<Vec<RateLimitConfig>>,
     /// Nested entries.
     pub descriptors: Vec<DescriptorConfig>,
     /// Count but never block.
@@ -170,6 +189,12 @@ pub struct RateLimitConfig {
     pub name: String,
     /// Names of the rules this one supersedes.
     pub replaces: Vec<String>,
+    /// The window is this many units (an extension; `None`: 1).
+    pub unit_multiplier: Option<u32>,
+    /// The algorithm's name as written (an extension; empty: `fixed_window`).
+    pub algorithm: String,
+    /// A token bucket's capacity (an extension; `None`: `requests_per_unit`).
+    pub burst: Option<u32>,
 }
 
 /// Parses one YAML rule document within [`Limits::DEFAULT`]. `name` is used in error

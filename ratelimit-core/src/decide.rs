@@ -1,6 +1,10 @@
-//! The arithmetic of one decision: from a counter value to a status and stat deltas,
-//! exactly as upstream computes them (including its float32 near-limit threshold).
+//! The arithmetic of one decision: from a store's answer to a status and stat deltas.
+//! For fixed windows exactly as upstream computes them (including its float32 near-limit
+//! threshold); sliding windows and token buckets read their answer back into the same
+//! arithmetic (see [`crate::algorithm`]).
 
+use crate::algorithm::{Algorithm, Bucket};
+use crate::clock::Now;
 use crate::stats::StatDelta;
 use crate::types::{Code, CurrentLimit, DescriptorStatus};
 use crate::unit::Unit;
@@ -16,6 +20,8 @@ pub struct LimitSpec<'a> {
     pub name: &'a str,
     /// Report OK even when over the limit.
     pub shadow_mode: bool,
+    /// How the limit counts.
+    pub algorithm: Algorithm,
 }
 
 /// The near-limit threshold: `floor(float32(limit) * ratio)`, computed in 32-bit floats as
@@ -31,22 +37,115 @@ pub fn near_limit_threshold(requests_per_unit: u32, ratio: f32) -> u64 {
     u64::from(near as u32)
 }
 
-/// Decides one descriptor given the counter value `after` this request's `hits` were added.
+/// Decides one limit given the store's `answer` for this request's `hits` (for a fixed
+/// window, the counter after the hits were added; see [`crate::store::Op`]).
 /// `from_local_cache` means the key was known to be over the limit and the store was skipped.
 #[inline(always)] // its two results are built in the caller's frame instead of copied out
 pub fn decide(
     limit: &LimitSpec<'_>,
-    after: u64,
+    answer: u64,
     hits: u64,
     near_ratio: f32,
-    now: u64,
+    now: Now,
+    from_local_cache: bool,
+) -> (DescriptorStatus, StatDelta) {
+    match limit.algorithm {
+        Algorithm::FixedWindow { seconds } | Algorithm::SlidingWindow { seconds } => {
+            let until_reset = crate::algorithm::until_window_end(now.secs, seconds);
+            let capacity = limit.requests_per_unit;
+            decide_reading(
+                limit,
+                capacity,
+                answer,
+                hits,
+                until_reset,
+                near_ratio,
+                from_local_cache,
+            )
+        }
+        Algorithm::TokenBucket(b) => {
+            decide_bucket(limit, &b, answer, hits, near_ratio, now, from_local_cache)
+        }
+    }
+}
+
+/// A token bucket's decision: its reading through the window arithmetic, with what a
+/// denied request leaves in the bucket as its remaining tokens (it took none).
+#[cold]
+fn decide_bucket(
+    limit: &LimitSpec<'_>,
+    b: &Bucket,
+    tat_before: u64,
+    hits: u64,
+    near_ratio: f32,
+    now: Now,
+    from_local_cache: bool,
+) -> (DescriptorStatus, StatDelta) {
+    let (capacity, after, until_reset) = bucket_reading(b, tat_before, hits, now, from_local_cache);
+    let mut decided = decide_reading(
+        limit,
+        capacity,
+        after,
+        hits,
+        until_reset,
+        near_ratio,
+        from_local_cache,
+    );
+    if after > u64::from(capacity) && !from_local_cache {
+        let left = b.tokens(tat_before.max(now.micros), now.micros);
+        decided.0.limit_remaining = u32::try_from(left).unwrap_or(u32::MAX);
+    }
+    decided
+}
+
+/// A token bucket's answer (the TAT before the request) as a window's reading: the
+/// capacity, the tokens used after the request (over the capacity when denied), and the
+/// seconds to report: when denied, until the request would pass; when admitted, until the
+/// bucket is full again.
+fn bucket_reading(
+    b: &Bucket,
+    tat_before: u64,
+    hits: u64,
+    now: Now,
+    cached: bool,
+) -> (u32, u64, u64) {
+    let capacity = u32::try_from(b.capacity).unwrap_or(u32::MAX);
+    let secs = |us: u64| us.div_ceil(1_000_000);
+    if cached {
+        return (capacity, b.capacity + hits, secs(b.interval_us));
+    }
+    let t = b.take(tat_before, now.micros, hits);
+    if t.admitted {
+        let used = b.capacity - b.tokens(t.tat_after, now.micros);
+        (capacity, used, secs(t.tat_after.saturating_sub(now.micros)))
+    } else {
+        let used = (b.capacity - b.tokens(t.tat_before, now.micros))
+            .saturating_add(hits)
+            .max(b.capacity + 1);
+        (
+            capacity,
+            used,
+            secs(b.wait_us(t.tat_before, now.micros, hits)).max(1),
+        )
+    }
+}
+
+/// The window arithmetic: `after` (the count with this request) against `capacity`.
+#[inline(always)]
+fn decide_reading(
+    limit: &LimitSpec<'_>,
+    capacity: u32,
+    after: u64,
+    hits: u64,
+    until_reset: u64,
+    near_ratio: f32,
     from_local_cache: bool,
 ) -> (DescriptorStatus, StatDelta) {
     let mut delta = StatDelta {
         total_hits: hits,
         ..StatDelta::default()
     };
-    let rpu = u64::from(limit.requests_per_unit);
+    let rpu = u64::from(capacity);
     let mut status = DescriptorStatus {
         code: Code::Ok,
         current_limit: Some(CurrentLimit {
@@ -60,7 +159,7 @@ pub fn decide(
             },
         }),
         limit_remaining: 0,
-        duration_until_reset: Some(limit.unit.until_reset(now)),
+        duration_until_reset: Some(until_reset),
     };
     let before = after.saturating_sub(hits);
     if from_local_cache {
@@ -72,14 +171,14 @@ pub fn decide(
         if before >= rpu {
             delta.over_limit = hits;
         } else {
-            let near = near_limit_threshold(limit.requests_per_unit, near_ratio);
+            let near = near_limit_threshold(capacity, near_ratio);
             delta.over_limit = after - rpu;
             delta.near_limit = rpu - near.max(before).min(rpu);
         }
     } else {
         status.limit_remaining = u32::try_from(rpu - after).unwrap_or(u32::MAX);
         delta.within_limit = hits;
-        let near = near_limit_threshold(limit.requests_per_unit, near_ratio);
+        let near = near_limit_threshold(capacity, near_ratio);
         if after > near {
             delta.near_limit = if before >= near { hits } else { after - near };
         }
@@ -105,11 +204,12 @@ mod tests {
             unit: Unit::Minute,
             name: "",
             shadow_mode: false,
+            algorithm: Algorithm::FixedWindow { seconds: 60 },
         }
     }
 
     fn run(rpu: u32, after: u64, hits: u64) -> (DescriptorStatus, StatDelta) {
-        decide(&spec(rpu), after, hits, 0.8, 2222, false)
+        decide(&spec(rpu), after, hits, 0.8, Now::from_secs(2222), false)
     }
 
     // The worked examples of upstream's limiter tests (limit 20 => near 16; 15 => 12).
@@ -156,12 +256,12 @@ mod tests {
     fn shadow_mode_reports_ok_and_counts() {
         let mut l = spec(2);
         l.shadow_mode = true;
-        let (s, d) = decide(&l, 3, 1, 0.8, 0, false);
+        let (s, d) = decide(&l, 3, 1, 0.8, Now::from_secs(0), false);
         assert_eq!(
             (s.code, s.limit_remaining, d.shadow_mode, d.over_limit),
             (Code::Ok, 0, 1, 1)
         );
-        let (s, d) = decide(&l, 9, 1, 0.8, 0, true);
+        let (s, d) = decide(&l, 9, 1, 0.8, Now::from_secs(0), true);
         assert_eq!(
             (s.code, d.shadow_mode, d.over_limit_with_local_cache),
             (Code::Ok, 1, 1)
@@ -214,7 +314,14 @@ mod tests {
                 (u64::from(u32::MAX), 5),
                 (u64::from(u32::MAX) + 3, 5),
             ] {
-                let (_, d) = decide(&spec(u32::MAX), after, hits, ratio, 2222, false);
+                let (_, d) = decide(
+                    &spec(u32::MAX),
+                    after,
+                    hits,
+                    ratio,
+                    Now::from_secs(2222),
+                    false,
+                );
                 assert_eq!(d.near_limit, 0, "after {after}, ratio {ratio}");
             }
         }

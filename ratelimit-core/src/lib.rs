@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod algorithm;
 pub mod clock;
 pub mod config;
 pub mod decide;
@@ -35,13 +36,14 @@ pub mod store;
 pub mod types;
 pub mod unit;
 
-pub use clock::{Clock, ManualClock};
+pub use algorithm::{Algorithm, AlgorithmName};
+pub use clock::{Clock, ManualClock, Now};
 pub use config::{ConfigError, ConfigErrorKind, Document, parse_document, parse_document_with};
 pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
 pub use prescan::Limits;
 pub use rules::RuleSet;
 pub use stats::Stats;
-pub use store::{CounterStore, Increment, MAX_HITS, StoreError, StoreKind};
+pub use store::{CounterStore, Increment, MAX_HITS, Op, StoreError, StoreKind};
 pub use types::{
     Code, CurrentLimit, Descriptor, DescriptorStatus, Entry, Header, LimitOverride, Request,
     Response, Statuses, StatusesIntoIter,

@@ -13,19 +13,100 @@ use crate::unit::Unit;
 /// which leaves every store room below its integer's top (Redis counts in `i64`).
 pub const MAX_HITS: u64 = u32::MAX as u64 + 1;
 
-/// One counter to increment: the store operation of a fixed-window limit (INCRBY, and
-/// EXPIRE when the key is new).
+/// One counter operation of a decision: a limit's key, the hits to add, and how the
+/// limit's algorithm counts them ([`Op`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Increment {
-    /// The cache key (upstream's format, prefix included).
+    /// The cache key (upstream's format, prefix included, for fixed windows).
     pub key: String,
     /// Hits to add; 0 reads the counter without changing it. At most [`MAX_HITS`] from the
     /// limiter; a store still takes any value without wrapping its counter.
     pub hits: u64,
-    /// The window of the limit; stores may route by it (e.g. a per-second instance).
+    /// The unit of the limit; stores may route by it (e.g. a per-second instance).
     pub unit: Unit,
-    /// Expiry to set on the key, in seconds: the unit plus jitter.
+    /// Expiry to set on the key, in seconds: the window (or a bucket's refill time) plus
+    /// jitter.
     pub ttl_seconds: u64,
+    /// The limit the hits are checked against: `requests_per_unit`, or a bucket's
+    /// capacity. Only [`Op::Slide`], [`Op::Bucket`] and joint increments need it.
+    pub limit: u64,
+    /// How this limit counts.
+    pub op: Op,
+    /// Decided together with the increment before it (the limits of one descriptor with
+    /// several): its sliding-window and token-bucket increments take their hits only if
+    /// no increment of the group is over its limit, fixed windows included. See
+    /// [`groups`].
+    pub joint: bool,
+}
+
+/// A store operation, one per algorithm; each store implements every one as a single
+/// atomic step on its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// A fixed window of `seconds`: INCRBY, and EXPIRE when the key is new (upstream's).
+    /// Answers the value after the increment.
+    Window {
+        /// The window length, which the key's window start is a multiple of.
+        seconds: u64,
+    },
+    /// A sliding window of `window_us` at `now_us`: the key holds this window's and the
+    /// previous window's counts; hits are added only when [`crate::algorithm::slide`]
+    /// admits them. Answers its `used` value.
+    Slide {
+        /// The window length.
+        window_us: u64,
+        /// The time of the decision.
+        now_us: u64,
+    },
+    /// A token bucket at `now_us`: the key holds the TAT; [`crate::algorithm::Bucket::take`]
+    /// decides and moves it. Answers the TAT before the request (`tat_before`).
+    Bucket {
+        /// Microseconds per token.
+        interval_us: u64,
+        /// The time of the decision.
+        now_us: u64,
+    },
+}
+
+impl Increment {
+    /// A fixed-window increment of `hits` on `key`, alone in its group: what upstream sends.
+    pub fn window(key: impl Into<String>, hits: u64, unit: Unit, ttl_seconds: u64) -> Increment {
+        Increment {
+            key: key.into(),
+            hits,
+            unit,
+            ttl_seconds,
+            limit: 0,
+            op: Op::Window {
+                seconds: unit.seconds(),
+            },
+            joint: false,
+        }
+    }
+
+    /// Whether hits of this increment are taken whatever the limit says (a fixed window).
+    #[inline]
+    pub fn always_counts(&self) -> bool {
+        matches!(self.op, Op::Window { .. })
+    }
+}
+
+/// The groups of a batch: runs of increments decided together (see [`Increment::joint`]),
+/// as index ranges in order.
+pub fn groups(batch: &[Increment]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= batch.len() {
+            return None;
+        }
+        let end = batch[start + 1..]
+            .iter()
+            .position(|i| !i.joint)
+            .map_or(batch.len(), |p| start + 1 + p);
+        let r = start..end;
+        start = end;
+        Some(r)
+    })
 }
 
 /// Why a store could not answer. Over-limit is never an error.
@@ -77,16 +158,21 @@ impl StoreKind {
     }
 }
 
-/// A shared counter store: increments a batch of keys and reports the values after the
-/// increment. The store owns atomicity and expiry; everything else is decided in this crate.
+/// A shared counter store: runs a batch of counter operations and reports each one's
+/// answer. The store owns atomicity and expiry; everything else is decided in this crate.
+///
+/// Each [`Op`] is one atomic step on the key (for a remote store, part of the one round
+/// trip of the batch); a group of joint increments ([`groups`]) is one atomic step for
+/// all its keys.
 ///
 /// Counters saturate: a counter near the top of the store's integer stays there (or as high
 /// as it got) instead of wrapping or failing, and is reported as at least that high. Any
 /// count above `u32::MAX` is over every limit, so no decision depends on where it stops.
 #[async_trait]
 pub trait CounterStore: Send + Sync {
-    /// Adds each increment's hits to its key (creating it with the TTL when absent) and
-    /// writes the post-increment values into `counts` (same order and length as `batch`).
+    /// Runs each increment's operation (creating keys with their TTL when absent) and
+    /// writes its answer into `counts` (same order and length as `batch`): for
+    /// [`Op::Window`] the value after the increment; see [`Op`] for the others.
     /// `now` is the Unix time in seconds the decision is made at.
     async fn increment(
         &self,

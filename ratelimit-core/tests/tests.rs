@@ -1,5 +1,6 @@
 //! Table tests from YAML fixtures (written for this project) plus property tests.
 
+mod algorithms;
 mod fixtures;
 mod fuzz_corpus;
 mod limits;

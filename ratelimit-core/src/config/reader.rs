@@ -91,6 +91,27 @@ impl Reader<'_> {
             }
             Some(other) => return Err(self.type_error(path, "rate_limit", "a mapping", other)),
         };
+        let rate_limits = match m.get("rate_limits") {
+            None | Some(Value::Null) => None,
+            Some(Value::Sequence(items)) => {
+                let mut limits = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let mut p = path.to_owned();
+                    push_key(&mut p, &format!("rate_limits[{i}]"));
+                    let Value::Mapping(rl) = item else {
+                        return Err(self.type_error(
+                            path,
+                            "rate_limits",
+                            "a list of mappings",
+                            item,
+                        ));
+                    };
+                    limits.push(self.rate_limit(rl, &p)?);
+                }
+                Some(limits)
+            }
+            Some(other) => return Err(self.type_error(path, "rate_limits", "a list", other)),
+        };
         let metadata = match m.get("metadata") {
             None | Some(Value::Null) => None,
             Some(v) => {
@@ -121,6 +142,7 @@ impl Reader<'_> {
             key: self.string(m, "key", path)?,
             value: self.string(m, "value", path)?,
             rate_limit,
+            rate_limits,
             descriptors: self.descriptors(m, path)?,
             shadow_mode: self.boolean(m, "shadow_mode", path)?,
             quota_mode: self.boolean(m, "quota_mode", path)?,
@@ -136,28 +158,7 @@ impl Reader<'_> {
         m: &serde_yaml::Mapping,
         path: &str,
     ) -> Result<RateLimitConfig, ConfigError> {
-        let requests_per_unit = match m.get("requests_per_unit") {
-            None | Some(Value::Null) => 0,
-            Some(Value::Number(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
-                Some(v) => v,
-                None => {
-                    return Err(self.type_error(
-                        path,
-                        "requests_per_unit",
-                        "an unsigned 32-bit integer",
-                        &Value::Number(n.clone()),
-                    ));
-                }
-            },
-            Some(other) => {
-                return Err(self.type_error(
-                    path,
-                    "requests_per_unit",
-                    "an unsigned 32-bit integer",
-                    other,
-                ));
-            }
-        };
+        let requests_per_unit = self.u32_field(m, "requests_per_unit", path)?.unwrap_or(0);
         let replaces = match m.get("replaces") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Sequence(items)) => {
@@ -187,7 +188,32 @@ impl Reader<'_> {
             unlimited: self.boolean(m, "unlimited", path)?,
             name: self.string(m, "name", path)?,
             replaces,
+            unit_multiplier: self.u32_field(m, "unit_multiplier", path)?,
+            algorithm: self.string(m, "algorithm", path)?,
+            burst: self.u32_field(m, "burst", path)?,
         })
+    }
+
+    /// An optional unsigned 32-bit field.
+    fn u32_field(
+        &self,
+        m: &serde_yaml::Mapping,
+        field: &str,
+        path: &str,
+    ) -> Result<Option<u32>, ConfigError> {
+        match m.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
+                Some(v) => Ok(Some(v)),
+                None => Err(self.type_error(
+                    path,
+                    field,
+                    "an unsigned 32-bit integer",
+                    &Value::Number(n.clone()),
+                )),
+            },
+            Some(other) => Err(self.type_error(path, field, "an unsigned 32-bit integer", other)),
+        }
     }
 }
 

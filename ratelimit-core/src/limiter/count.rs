@@ -1,11 +1,9 @@
 //! The count step: the store call of a decision, between the plan and the finish.
 //!
-//! Every counted limit is a fixed window today, and its store operation is an
-//! [`Increment`] (INCRBY and EXPIRE on the window's key), sent for the whole request in
-//! one [`CounterStore::increment`] round trip. An algorithm with another store operation
-//! (a sliding window, a token bucket) is added here: the plan marks which limits use it,
-//! this step sends each operation's batch, and each store implements the operation as one
-//! round trip per request, as it implements `increment`.
+//! Each counted limit is an [`Increment`] whose [`crate::store::Op`] says how its algorithm
+//! counts (INCRBY and EXPIRE for a fixed window; a sliding window's or a token bucket's
+//! check-and-update), sent for the whole request in one [`CounterStore::increment`]
+//! round trip. Each store implements each operation as one atomic step of that trip.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,7 +11,7 @@ use std::pin::Pin;
 use super::Limiter;
 use super::plan::{Cached, INLINE, Plan, Target};
 use crate::clock::Clock;
-use crate::store::{CounterStore, Increment, StoreError, StoreKind};
+use crate::store::{CounterStore, Increment, StoreError, StoreKind, groups};
 
 /// The store's answer to the count step.
 pub(super) enum Counting<'a> {
@@ -103,16 +101,24 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             // nothing, and the common request has one increment.
             return self.store.increment_now(now, batch, counts);
         }
-        // Keys already known over (rare): count the others one by one.
-        batch
-            .iter()
-            .zip(counts.iter_mut())
-            .enumerate()
-            .filter(|(i, _)| !cached.get(*i))
-            .try_for_each(|(_, (b, c))| {
+        // Keys already known over (rare): count the others, a group at a time (the plan
+        // marked every increment of a group that could take hits as cached when any of
+        // its keys is, so what is left of such a group only ever counts).
+        for g in groups(batch) {
+            if g.clone().all(|i| !cached.get(i)) {
                 self.store
-                    .increment_now(now, std::slice::from_ref(b), std::slice::from_mut(c))
-            })
+                    .increment_now(now, &batch[g.clone()], &mut counts[g])?;
+                continue;
+            }
+            for i in g.filter(|i| !cached.get(*i)) {
+                self.store.increment_now(
+                    now,
+                    std::slice::from_ref(&batch[i]),
+                    std::slice::from_mut(&mut counts[i]),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// The count step of the settings and cases that need more than one plain batch:
@@ -132,12 +138,17 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         if !plan.any_cached {
             return self.store.increment(now, batch, counts).await;
         }
-        let live: Vec<Increment> = batch
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !cached.get(*i))
-            .map(|(_, b)| b.clone())
-            .collect();
+        let mut live: Vec<Increment> = Vec::with_capacity(batch.len());
+        for g in groups(batch) {
+            // A group with a cached key has only increments that always count left:
+            // sent alone, so that none joins the group before it.
+            let whole = g.clone().all(|i| !cached.get(i));
+            for i in g.filter(|i| !cached.get(*i)) {
+                let mut b = batch[i].clone();
+                b.joint &= whole;
+                live.push(b);
+            }
+        }
         if live.is_empty() {
             return Ok(());
         }
@@ -162,32 +173,49 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         batch: &mut [Increment],
         cached: Cached<'_>,
     ) -> Result<(), StoreError> {
+        // Only fixed windows count hits over their limit; the other algorithms already
+        // take nothing from a denied request.
         if plan.any_cached {
             for (i, b) in batch.iter_mut().enumerate() {
-                if !cached.get(i) {
+                if !cached.get(i) && b.always_counts() {
                     b.hits = 0;
                 }
             }
             return Ok(());
         }
-        let keys: Vec<&str> = batch.iter().map(|b| b.key.as_str()).collect();
+        let keys: Vec<&str> = batch
+            .iter()
+            .map(|b| {
+                if b.always_counts() {
+                    b.key.as_str()
+                } else {
+                    ""
+                }
+            })
+            .collect();
         let mut current = vec![0u64; batch.len()];
         self.store.get(now, &keys, &mut current).await?;
         let mut limits = vec![0u64; batch.len()];
         for t in plan.targets() {
-            if let Target::Counted { spec, slot, .. } = t {
+            if let Target::Counted {
+                spec, slot, more, ..
+            } = t
+            {
                 limits[*slot] = u64::from(spec.requests_per_unit);
+                for (i, l) in more.iter().enumerate() {
+                    limits[slot + 1 + i] = u64::from(l.requests_per_unit);
+                }
             }
         }
         let near: Vec<bool> = batch
             .iter()
             .zip(&current)
             .zip(&limits)
-            .map(|((b, cur), lim)| cur.saturating_add(b.hits) > *lim)
+            .map(|((b, cur), lim)| b.always_counts() && cur.saturating_add(b.hits) > *lim)
             .collect();
         if near.iter().any(|x| *x) {
             for (b, is_near) in batch.iter_mut().zip(&near) {
-                if !is_near {
+                if !is_near && b.always_counts() {
                     b.hits = 0;
                 }
             }
@@ -196,13 +224,15 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     }
 
     /// `refund_hits_when_over_limit`: a request answered OVER_LIMIT gives back the hits it
-    /// added. The decision stands even if the refund fails: it only affects later
-    /// requests, and the counters expire with their window.
+    /// added to fixed windows. The decision stands even if the refund fails: it only
+    /// affects later requests, and the counters expire with their window. (Sliding
+    /// windows and token buckets take nothing from a request their own limit denies; what
+    /// they took for a request another descriptor denied stays taken.)
     pub(super) async fn refund(&self, now: u64, batch: &[Increment], cached: Cached<'_>) {
         let added: Vec<Increment> = batch
             .iter()
             .enumerate()
-            .filter(|(i, b)| !cached.get(*i) && b.hits > 0)
+            .filter(|(i, b)| !cached.get(*i) && b.hits > 0 && b.always_counts())
             .map(|(_, b)| b.clone())
             .collect();
         if !added.is_empty() {

@@ -7,8 +7,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::plan::{Plan, Target, Work};
 use super::{HeaderNames, Limiter};
+use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::decide::decide;
+use crate::clock::Now;
+use crate::decide::{LimitSpec, decide};
+use crate::local_cache::LocalCache;
+use crate::rules::Limit;
 use crate::stats::StatDelta;
 use crate::store::CounterStore;
 use crate::types::{Code, DescriptorStatus, Header, Request, Response};
@@ -32,7 +36,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         plan: &Plan<'_>,
         work: &Work,
         counts: &[u64],
-        now: u64,
+        now: Now,
         resp: &mut Response,
     ) {
         let mut tally = Tally::default();
@@ -64,7 +68,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// The optional parts of a response: `RateLimit-*` headers and dynamic metadata
     /// (emptied when off, as the response may be a reused one).
     #[inline(always)] // with both off (the default) this is two tests of empty fields
-    fn decorate(&self, req: &Request, resp: &mut Response, plan: &Plan<'_>, now: u64) {
+    fn decorate(&self, req: &Request, resp: &mut Response, plan: &Plan<'_>, now: Now) {
         if !resp.response_headers_to_add.is_empty() {
             resp.response_headers_to_add.clear();
         }
@@ -87,11 +91,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         plan: &Plan<'r>,
         work: &Work,
         counts: &[u64],
-        now: u64,
+        now: Now,
         tally: &mut Tally,
     ) -> DescriptorStatus {
         let Target::Counted {
             spec,
+            more,
             rule,
             hits,
             stats,
@@ -108,29 +113,14 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 ..DescriptorStatus::default()
             };
         };
-        let from_cache = work.cached(plan).get(*slot);
-        let (status, delta): (DescriptorStatus, StatDelta) = decide(
-            spec,
-            counts[*slot],
-            *hits,
-            self.settings.near_limit_ratio,
-            now,
-            from_cache,
-        );
+        let (status, delta): (DescriptorStatus, StatDelta) = if more.is_empty() {
+            self.decide_limit(spec, *slot, *hits, plan, work, counts, now)
+                .0
+        } else {
+            self.decide_limits(spec, more, *slot, *hits, plan, work, counts, now)
+        };
         if let Some(s) = stats.and_then(|s| work.stats(s)) {
             s.add(&delta);
-        }
-        if let Some(lc) = &self.local_cache
-            && !from_cache
-            && counts[*slot] > u64::from(spec.requests_per_unit)
-        {
-            // Upstream keeps the key for a unit from now; the window start in the key
-            // stops it matching in the next window anyway.
-            lc.insert(
-                &work.increments(plan)[*slot].key,
-                now + spec.unit.seconds(),
-                now,
-            );
         }
         let over = status.code == Code::OverLimit;
         if self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode) {
@@ -140,6 +130,96 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             tally.any_over |= over;
         }
         status
+    }
+
+    /// One limit's status and statistics from its slot's answer, with the local cache
+    /// told when the limit is over; and whether it is (shadow mode aside).
+    #[inline(always)] // one call site per shape of target; the status stays in the caller's frame
+    #[allow(clippy::too_many_arguments)] // the parts of the finish step
+    fn decide_limit(
+        &self,
+        spec: &LimitSpec<'_>,
+        slot: usize,
+        hits: u64,
+        plan: &Plan<'_>,
+        work: &Work,
+        counts: &[u64],
+        now: Now,
+    ) -> ((DescriptorStatus, StatDelta), bool) {
+        let from_cache = work.cached(plan).get(slot);
+        let answer = counts[slot];
+        let decided = decide(
+            spec,
+            answer,
+            hits,
+            self.settings.near_limit_ratio,
+            now,
+            from_cache,
+        );
+        let over = from_cache
+            || match spec.algorithm {
+                Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. } => {
+                    answer > u64::from(spec.requests_per_unit)
+                }
+                Algorithm::TokenBucket(b) => !b.take(answer, now.micros, hits).admitted,
+            };
+        if over
+            && !from_cache
+            && let Some(lc) = &self.local_cache
+        {
+            self.cache_over(lc, spec, &work.increments(plan)[slot].key, answer, now);
+        }
+        (decided, over)
+    }
+
+    /// A rule with several limits: each decided; the status reported is the first
+    /// over its limit in file order, else the one with the fewest hits remaining.
+    #[cold]
+    #[allow(clippy::too_many_arguments)] // the parts of the finish step
+    fn decide_limits(
+        &self,
+        first: &LimitSpec<'_>,
+        more: &[Limit],
+        slot: usize,
+        hits: u64,
+        plan: &Plan<'_>,
+        work: &Work,
+        counts: &[u64],
+        now: Now,
+    ) -> (DescriptorStatus, StatDelta) {
+        let shadow = first.shadow_mode;
+        let mut chosen: Option<((DescriptorStatus, StatDelta), bool)> = None;
+        let specs = std::iter::once(*first).chain(more.iter().map(|l| l.spec(shadow)));
+        for (i, spec) in specs.enumerate() {
+            let (decided, over) = self.decide_limit(&spec, slot + i, hits, plan, work, counts, now);
+            let better = match &chosen {
+                None => true,
+                Some((_, true)) => false,
+                Some(((s, _), false)) => over || decided.0.limit_remaining < s.limit_remaining,
+            };
+            if better {
+                chosen = Some((decided, over));
+            }
+        }
+        chosen.map(|(d, _)| d).unwrap_or_default()
+    }
+
+    /// Tells the local cache that `key` is over its limit, for as long as no request
+    /// could pass: the rest of a window (upstream keeps a unit from now; the window
+    /// start in the key stops it matching in the next window anyway), or a bucket's wait
+    /// for one token. A sliding window is not cached: its estimate falls continuously.
+    #[cold]
+    fn cache_over(&self, lc: &LocalCache, spec: &LimitSpec<'_>, key: &str, answer: u64, now: Now) {
+        let until = match spec.algorithm {
+            Algorithm::FixedWindow { seconds } => now.secs + seconds.max(spec.unit.seconds()),
+            Algorithm::SlidingWindow { .. } => return,
+            Algorithm::TokenBucket(b) => {
+                (now.micros + b.wait_us(answer, now.micros, 1)) / 1_000_000
+            }
+        };
+        if until > now.secs {
+            lc.insert(key, until, now.secs);
+        }
     }
 
     /// OVER_LIMIT when a non-quota descriptor is over, or every quota one is; OK instead
@@ -164,7 +244,7 @@ fn add_headers(
     plan: &Plan<'_>,
     names: &HeaderNames,
     global_quota: bool,
-    now: u64,
+    now: Now,
 ) {
     let mut chosen: Option<usize> = None;
     let mut forced = false;
@@ -203,7 +283,10 @@ fn add_headers(
         },
         Header {
             key: names.reset.clone(),
-            value: limit.unit.until_reset(now).to_string(),
+            value: s
+                .duration_until_reset
+                .unwrap_or_else(|| limit.unit.until_reset(now.secs))
+                .to_string(),
         },
     ];
 }

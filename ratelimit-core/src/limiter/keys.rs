@@ -5,16 +5,17 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::Limiter;
+use crate::algorithm::{Algorithm, window_start};
 use crate::clock::Clock;
-use crate::rules::{Rule, cache_key_stem_into};
+use crate::clock::Now;
+use crate::rules::{Limit, Rule, cache_key_stem_into};
 use crate::stats::sanitize_stat_name;
-use crate::store::{CounterStore, Increment};
+use crate::store::{CounterStore, Increment, Op};
 use crate::types::Descriptor;
-use crate::unit::Unit;
 
 impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// Writes the next increment of the batch (reusing an earlier request's key string)
-    /// and returns its slot.
+    /// for `limit` and returns its slot.
     #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
     #[inline]
     pub(super) fn push_increment(
@@ -24,19 +25,13 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         rule: Option<&Arc<Rule>>,
         domain: &str,
         d: &Descriptor,
-        unit: Unit,
+        limit: &Limit,
         hits: u64,
-        now: u64,
+        now: Now,
     ) -> usize {
-        let window = unit.window_start(now);
         let prefix = &self.settings.cache_key_prefix;
         if *used == batch.len() {
-            batch.push(Increment {
-                key: String::new(),
-                hits: 0,
-                unit,
-                ttl_seconds: 0,
-            });
+            batch.push(Increment::window(String::new(), 0, limit.unit, 0));
         }
         let slot = *used;
         let inc = &mut batch[slot];
@@ -48,17 +43,58 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
             None => cache_key_stem_into(key, prefix, domain, &d.entries),
         }
-        if window_text.0 != window {
-            window_text.1.clear();
-            let _ = write!(window_text.1, "{window}");
-            window_text.0 = window;
+        if !limit.key_tag.is_empty() {
+            tag_key(key, limit);
         }
-        key.push_str(&window_text.1);
-        inc.ttl_seconds = unit.seconds() + jitter(key, self.jitter_max);
+        let (op, ttl) = match limit.algorithm {
+            Algorithm::FixedWindow { seconds } => {
+                let window = window_start(now.secs, seconds);
+                if window_text.0 != window {
+                    window_text.1.clear();
+                    let _ = write!(window_text.1, "{window}");
+                    window_text.0 = window;
+                }
+                key.push_str(&window_text.1);
+                (Op::Window { seconds }, seconds)
+            }
+            Algorithm::SlidingWindow { seconds } => (
+                Op::Slide {
+                    window_us: seconds.saturating_mul(1_000_000),
+                    now_us: now.micros,
+                },
+                // The previous window is read until the current one ends.
+                seconds.saturating_mul(2),
+            ),
+            Algorithm::TokenBucket(b) => (
+                Op::Bucket {
+                    interval_us: b.interval_us,
+                    now_us: now.micros,
+                },
+                b.refill_seconds + 1,
+            ),
+        };
+        inc.ttl_seconds = ttl + jitter(key, self.jitter_max);
         inc.hits = hits;
-        inc.unit = unit;
+        inc.unit = limit.unit;
+        inc.op = op;
+        inc.limit = match limit.algorithm {
+            Algorithm::TokenBucket(b) => b.capacity,
+            _ => u64::from(limit.requests_per_unit),
+        };
+        inc.joint = limit.joint && rule.is_some_and(|r| !std::ptr::eq(limit, &r.limits[0]));
         slot
     }
+}
+
+/// Adds a limit's tag to the descriptor part of its key; the limits of a joint rule wrap
+/// that part in braces first, a Redis Cluster hash tag that puts them on one slot.
+#[cold]
+fn tag_key(key: &mut String, limit: &Limit) {
+    if limit.joint {
+        key.insert(0, '{');
+        key.push('}');
+    }
+    key.push_str(&limit.key_tag);
 }
 
 /// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;

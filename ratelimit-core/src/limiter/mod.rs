@@ -52,7 +52,7 @@ thread_local! {
     };
 }
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Now};
 use crate::config::ConfigError;
 use crate::local_cache::LocalCache;
 use crate::rules::RuleSet;
@@ -346,10 +346,10 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
 
     /// What every decision checks first: a domain, descriptors and loaded rules; then the
     /// time it is made at.
-    fn start(&self, req: &Request) -> Result<(Arc<RuleSet>, u64), Error> {
+    fn start(&self, req: &Request) -> Result<(Arc<RuleSet>, Now), Error> {
         Self::check(req)?;
         let rules = self.rules.load_full().ok_or(Error::NoConfig)?;
-        Ok((rules, self.clock.now()))
+        Ok((rules, Now::of(&self.clock)))
     }
 
     fn check(req: &Request) -> Result<(), Error> {
@@ -372,14 +372,14 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         let mut counts = Counts::new();
         let counts = counts.slots(plan.increments);
-        match self.count(now, &plan, work.for_count(&plan), counts) {
+        match self.count(now.secs, &plan, work.for_count(&plan), counts) {
             Counting::Done(r) => r?,
             Counting::Pending(f) => f.await?,
         }
         let mut resp = Response::default();
         self.finish(req, &plan, work, counts, now, &mut resp);
         if resp.overall_code == Code::OverLimit && self.settings.refund_hits_when_over_limit {
-            self.refund(now, work.increments(&plan), work.cached(&plan))
+            self.refund(now.secs, work.increments(&plan), work.cached(&plan))
                 .await;
         }
         work.trim();
@@ -418,7 +418,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         work: &mut Work,
         resp: &mut Response,
     ) -> Result<(), Error> {
-        let now = self.clock.now();
+        let now = Now::of(&self.clock);
         let mut plan = Plan::default();
         if self.plan(req, rules, now, work, &mut plan) == Planned::UnknownDomain {
             *resp = self.unknown_domain(req);
@@ -427,7 +427,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let mut counts = Counts::new();
         let counts = counts.slots(plan.increments);
         self.count_now(
-            now,
+            now.secs,
             &plan,
             work.increments(&plan),
             work.cached(&plan),

@@ -9,13 +9,14 @@ use smallvec::SmallVec;
 
 use super::Limiter;
 use super::keys::override_stats_key;
+use crate::algorithm::Algorithm;
 use crate::clock::Clock;
+use crate::clock::Now;
 use crate::decide::LimitSpec;
-use crate::rules::{Rule, RuleSet};
+use crate::rules::{Limit, Rule, RuleSet};
 use crate::stats::{RULE_PREFIX, RuleStats, sanitize_stat_name};
 use crate::store::{CounterStore, Increment};
 use crate::types::{Code, Descriptor, DescriptorStatus, Request, Response};
-use crate::unit::Unit;
 
 /// Descriptors per request kept inline before spilling to the heap.
 pub(super) const INLINE: usize = 4;
@@ -211,10 +212,13 @@ pub enum Target<'a> {
     NoLimit,
     /// The rule is `unlimited`: OK, not counted.
     Unlimited,
-    /// Counted against a limit, in the increment at `slot`.
+    /// Counted against a limit, in the increment at `slot` (and against the rule's other
+    /// limits, if any, in the slots after it).
     Counted {
-        /// The limit decided against.
+        /// The (first) limit decided against.
         spec: LimitSpec<'a>,
+        /// The rule's other limits, in file order: usually none.
+        more: &'a [Limit],
         /// The rule, `None` for a request's own limit override.
         rule: Option<&'a Arc<Rule>>,
         /// Hits this request adds.
@@ -236,7 +240,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         &self,
         req: &Request,
         rules: &'r RuleSet,
-        now: u64,
+        now: Now,
         work: &mut Work,
         plan: &mut Plan<'r>,
     ) -> Planned {
@@ -322,8 +326,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         // Keys known to be over their limit this window are answered locally.
         if let Some(lc) = &self.local_cache {
             cached.clear();
-            cached.extend(planned.iter().map(|b| lc.contains(&b.key, now)));
+            cached.extend(planned.iter().map(|b| lc.contains(&b.key, now.secs)));
             *any_cached = cached.iter().any(|c| *c);
+            if *any_cached {
+                spread_cached(planned, cached);
+            }
         }
         Planned::Counted
     }
@@ -360,7 +367,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         req: &Request,
         d: &Descriptor,
         m: Option<&'r Arc<Rule>>,
-        now: u64,
+        now: Now,
         (batch, increments): (&mut Vec<Increment>, &mut usize),
         window_text: &mut (u64, String),
         looked_up: &mut Vec<Arc<RuleStats>>,
@@ -374,25 +381,29 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         };
         let hits = req.hits_for(d);
         if let Some(o) = d.limit {
-            let spec = LimitSpec {
-                requests_per_unit: o.requests_per_unit,
-                unit: o.unit,
-                name: "",
-                shadow_mode: false,
-            };
+            let limit = Limit::fixed(o.requests_per_unit, o.unit);
             let slot = self.push_increment(
                 (batch, increments),
                 window_text,
                 None,
                 &req.domain,
                 d,
-                spec.unit,
+                &limit,
                 hits,
                 now,
             );
             *out = Target::Counted {
                 stats: look_up(&override_stats_key(&req.domain, d)),
-                spec,
+                spec: LimitSpec {
+                    requests_per_unit: o.requests_per_unit,
+                    unit: o.unit,
+                    name: "",
+                    shadow_mode: false,
+                    algorithm: Algorithm::FixedWindow {
+                        seconds: o.unit.seconds(),
+                    },
+                },
+                more: &[],
                 rule: None,
                 hits,
                 slot,
@@ -401,37 +412,86 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         *out = match m {
             None => Target::NoLimit,
-            Some(r) if r.unlimited => Target::Unlimited,
-            Some(r) => {
-                let unit = r.unit.unwrap_or(Unit::Second);
-                let slot = self.push_increment(
-                    (batch, increments),
-                    window_text,
-                    Some(r),
-                    &req.domain,
-                    d,
-                    unit,
-                    hits,
-                    now,
-                );
-                let stats = match r.stats_key(&req.domain, &d.entries) {
-                    None => Some(StatsRef::Rule(&r.stats)),
-                    Some(k) => look_up(&k),
-                };
-                Target::Counted {
-                    spec: LimitSpec {
-                        requests_per_unit: r.requests_per_unit,
-                        unit,
-                        name: &r.name,
-                        shadow_mode: r.shadow_mode,
-                    },
-                    rule: Some(r),
-                    hits,
-                    stats,
-                    slot,
+            Some(r) => match &r.limits[..] {
+                [] => Target::Unlimited,
+                [first, more @ ..] => {
+                    let slot = self.push_increment(
+                        (batch, increments),
+                        window_text,
+                        Some(r),
+                        &req.domain,
+                        d,
+                        first,
+                        hits,
+                        now,
+                    );
+                    if !more.is_empty() {
+                        self.push_more(
+                            (batch, increments),
+                            window_text,
+                            r,
+                            &req.domain,
+                            d,
+                            hits,
+                            now,
+                        );
+                    }
+                    let stats = match r.stats_key(&req.domain, &d.entries) {
+                        None => Some(StatsRef::Rule(&r.stats)),
+                        Some(k) => look_up(&k),
+                    };
+                    Target::Counted {
+                        spec: first.spec(r.shadow_mode),
+                        more,
+                        rule: Some(r),
+                        hits,
+                        stats,
+                        slot,
+                    }
                 }
-            }
+            },
         };
+    }
+
+    /// The increments of a rule's limits after its first.
+    #[cold]
+    #[allow(clippy::too_many_arguments)] // as `target`
+    fn push_more(
+        &self,
+        (batch, increments): (&mut Vec<Increment>, &mut usize),
+        window_text: &mut (u64, String),
+        r: &Arc<Rule>,
+        domain: &str,
+        d: &Descriptor,
+        hits: u64,
+        now: Now,
+    ) {
+        for l in &r.limits[1..] {
+            self.push_increment(
+                (batch, increments),
+                window_text,
+                Some(r),
+                domain,
+                d,
+                l,
+                hits,
+                now,
+            );
+        }
+    }
+}
+
+/// Within a group of joint increments, a key the local cache knows to be over makes the
+/// group over: its sliding-window and token-bucket increments must take nothing, so they
+/// are answered as cached too. Fixed windows still count, as upstream's do.
+#[cold]
+fn spread_cached(batch: &[Increment], cached: &mut [bool]) {
+    for g in crate::store::groups(batch) {
+        if g.len() > 1 && cached[g.clone()].iter().any(|c| *c) {
+            for i in g {
+                cached[i] |= !batch[i].always_counts();
+            }
+        }
     }
 }
 

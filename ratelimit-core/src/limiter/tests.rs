@@ -1,4 +1,5 @@
 use super::keys::jitter;
+use crate::clock::Now;
 
 #[test]
 fn jitter_spreads_keys_and_stays_below_its_bound() {
@@ -58,14 +59,14 @@ fn plan_and_finish_run_on_counts_of_ones_own() {
     for (count, want) in [(2, Code::Ok), (3, Code::OverLimit)] {
         let (mut work, mut plan) = (Work::default(), Plan::default());
         assert_eq!(
-            limiter.plan(&req, &set, 120, &mut work, &mut plan),
+            limiter.plan(&req, &set, Now::from_secs(120), &mut work, &mut plan),
             Planned::Counted
         );
         let keys: Vec<_> = work.increments(&plan).iter().map(|i| &i.key).collect();
         assert_eq!(keys, ["d_k_v_120"]);
         assert_eq!(plan.targets().count(), 2);
         let mut resp = Response::default();
-        limiter.finish(&req, &plan, &work, &[count], 120, &mut resp);
+        limiter.finish(&req, &plan, &work, &[count], Now::from_secs(120), &mut resp);
         assert_eq!(resp.overall_code, want);
         assert_eq!(resp.statuses.len(), 2);
     }

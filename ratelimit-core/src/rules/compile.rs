@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::algorithm::Bucket;
+use crate::config::RateLimitConfig;
 
 /// Walks a document's descriptors level by level, building the matching tree.
 pub(super) struct Compiler<'a> {
@@ -59,8 +61,33 @@ impl Compiler<'_> {
                 dc.value_to_metric,
             ));
             let mut node = Node::default();
-            if let Some(rl) = &dc.rate_limit {
-                node.rule = Some(self.rule(dc, rl, &full_key, &path)?);
+            match (&dc.rate_limit, &dc.rate_limits) {
+                (Some(_), Some(_)) => {
+                    return Err(self.err(
+                        ConfigErrorKind::RateLimitAndRateLimits,
+                        &path,
+                        "rate_limit and rate_limits cannot both be set",
+                    ));
+                }
+                (Some(rl), None) => {
+                    let rl_path = format!("{path}.rate_limit");
+                    node.rule =
+                        Some(self.rule(dc, std::slice::from_ref(rl), &[rl_path], &full_key)?);
+                }
+                (None, Some(list)) => {
+                    let paths: Vec<String> = (0..list.len())
+                        .map(|j| format!("{path}.rate_limits[{j}]"))
+                        .collect();
+                    if list.is_empty() {
+                        return Err(self.err(
+                            ConfigErrorKind::InvalidRateLimits,
+                            &format!("{path}.rate_limits"),
+                            "rate_limits must have at least one entry",
+                        ));
+                    }
+                    node.rule = Some(self.rule(dc, list, &paths, &full_key)?);
+                }
+                (None, None) => {}
             }
             self.level(
                 &mut node.children,
@@ -79,46 +106,53 @@ impl Compiler<'_> {
         Ok(())
     }
 
+    /// The rule of a descriptor entry with `limits` (its `rate_limit`, or its
+    /// `rate_limits` list), each at the matching entry of `paths`.
     fn rule(
         &mut self,
         dc: &DescriptorConfig,
-        rl: &crate::config::RateLimitConfig,
+        limits: &[RateLimitConfig],
+        paths: &[String],
         full_key: &str,
-        path: &str,
     ) -> Result<Arc<Rule>, ConfigError> {
-        let rl_path = format!("{path}.rate_limit");
-        let unit = Unit::parse(&rl.unit);
-        if rl.unlimited {
-            if unit.is_some() {
+        let joint = dc.rate_limits.is_some() && limits.len() > 1;
+        let mut compiled = Vec::with_capacity(limits.len());
+        let mut replaces = Vec::new();
+        let mut unlimited = false;
+        for (j, (rl, rl_path)) in limits.iter().zip(paths).enumerate() {
+            if dc.rate_limits.is_some() && rl.unlimited {
                 return Err(self.err(
-                    ConfigErrorKind::UnitWhenUnlimited,
-                    &rl_path,
-                    "should not specify rate limit unit when unlimited",
+                    ConfigErrorKind::InvalidRateLimits,
+                    rl_path,
+                    "unlimited cannot be an entry of rate_limits; use rate_limit: {unlimited: true}",
                 ));
             }
-        } else if unit.is_none() {
-            return Err(self.err(
-                ConfigErrorKind::InvalidUnit,
-                &rl_path,
-                format!("invalid rate limit unit '{}'", rl.unit),
-            ));
+            if dc.rate_limits.is_some()
+                && !rl.name.is_empty()
+                && limits[..j].iter().any(|o| o.name == rl.name)
+            {
+                return Err(self.err(
+                    ConfigErrorKind::DuplicateLimitName,
+                    rl_path,
+                    format!(
+                        "rate limit name '{}' is used twice in one rate_limits list",
+                        rl.name
+                    ),
+                ));
+            }
+            self.check_replaces(rl, rl_path)?;
+            replaces.extend(rl.replaces.iter().cloned());
+            unlimited = rl.unlimited;
+            if let Some(l) = self.limit(rl, rl_path)? {
+                compiled.push(l);
+            }
         }
-        for (j, r) in rl.replaces.iter().enumerate() {
-            let p = format!("{rl_path}.replaces[{j}]");
-            if r.is_empty() {
-                return Err(self.err(
-                    ConfigErrorKind::EmptyReplaces,
-                    &p,
-                    "should not have an empty replaces entry",
-                ));
-            }
-            if *r == rl.name {
-                return Err(self.err(
-                    ConfigErrorKind::ReplacesSelf,
-                    &p,
-                    "replaces should not contain name of same descriptor",
-                ));
-            }
+        if joint
+            || compiled
+                .iter()
+                .any(|l| l.algorithm.name() != AlgorithmName::FixedWindow)
+        {
+            tag_keys(&mut compiled, joint);
         }
         let levels: Vec<Level> = self
             .levels
@@ -138,14 +172,13 @@ impl Compiler<'_> {
         let rule = Arc::new(Rule {
             stats: self.stats.rule(&stats_key),
             full_key: full_key.to_owned(),
-            requests_per_unit: rl.requests_per_unit,
-            unit: if rl.unlimited { None } else { unit },
-            unlimited: rl.unlimited,
+            name: limits.first().map(|l| l.name.clone()).unwrap_or_default(),
+            limits: compiled.into_boxed_slice(),
+            unlimited,
             shadow_mode: dc.shadow_mode,
             quota_mode: dc.quota_mode,
             detailed_metric: dc.detailed_metric,
-            name: rl.name.clone(),
-            replaces: rl.replaces.clone(),
+            replaces,
             metadata: dc.metadata.clone(),
             levels,
             dynamic_stats,
@@ -153,5 +186,129 @@ impl Compiler<'_> {
         });
         self.rules.push(rule.clone());
         Ok(rule)
+    }
+
+    /// Upstream's checks of a `replaces` list.
+    fn check_replaces(&self, rl: &RateLimitConfig, rl_path: &str) -> Result<(), ConfigError> {
+        for (j, r) in rl.replaces.iter().enumerate() {
+            let p = format!("{rl_path}.replaces[{j}]");
+            if r.is_empty() {
+                return Err(self.err(
+                    ConfigErrorKind::EmptyReplaces,
+                    &p,
+                    "should not have an empty replaces entry",
+                ));
+            }
+            if *r == rl.name {
+                return Err(self.err(
+                    ConfigErrorKind::ReplacesSelf,
+                    &p,
+                    "replaces should not contain name of same descriptor",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// One limit, checked; `None` for an unlimited one.
+    fn limit(&self, rl: &RateLimitConfig, rl_path: &str) -> Result<Option<Limit>, ConfigError> {
+        let unit = Unit::parse(&rl.unit);
+        if rl.unlimited {
+            if unit.is_some() {
+                return Err(self.err(
+                    ConfigErrorKind::UnitWhenUnlimited,
+                    rl_path,
+                    "should not specify rate limit unit when unlimited",
+                ));
+            }
+            return Ok(None);
+        }
+        let Some(unit) = unit else {
+            return Err(self.err(
+                ConfigErrorKind::InvalidUnit,
+                rl_path,
+                format!("invalid rate limit unit '{}'", rl.unit),
+            ));
+        };
+        let name = if rl.algorithm.is_empty() {
+            AlgorithmName::FixedWindow
+        } else {
+            AlgorithmName::parse(&rl.algorithm).ok_or_else(|| {
+                self.err(
+                    ConfigErrorKind::UnknownAlgorithm,
+                    &format!("{rl_path}.algorithm"),
+                    format!(
+                        "unknown rate limit algorithm '{}' (expected fixed_window, sliding_window or token_bucket)",
+                        rl.algorithm
+                    ),
+                )
+            })?
+        };
+        for (field, value) in [("unit_multiplier", rl.unit_multiplier), ("burst", rl.burst)] {
+            if value == Some(0) {
+                return Err(self.err(
+                    ConfigErrorKind::ZeroLimitField,
+                    &format!("{rl_path}.{field}"),
+                    format!("{field} must be at least 1"),
+                ));
+            }
+        }
+        if rl.burst.is_some() && name != AlgorithmName::TokenBucket {
+            return Err(self.err(
+                ConfigErrorKind::BurstWithoutTokenBucket,
+                &format!("{rl_path}.burst"),
+                "burst is only valid with algorithm token_bucket",
+            ));
+        }
+        let multiplier = rl.unit_multiplier.unwrap_or(1);
+        let seconds = unit.seconds().saturating_mul(u64::from(multiplier));
+        let algorithm = match name {
+            AlgorithmName::FixedWindow => Algorithm::FixedWindow { seconds },
+            AlgorithmName::SlidingWindow => Algorithm::SlidingWindow { seconds },
+            AlgorithmName::TokenBucket => Algorithm::TokenBucket(Bucket::new(
+                rl.requests_per_unit,
+                seconds,
+                rl.burst.unwrap_or(rl.requests_per_unit),
+            )),
+        };
+        Ok(Some(Limit {
+            requests_per_unit: rl.requests_per_unit,
+            unit,
+            unit_multiplier: multiplier,
+            burst: rl.burst,
+            algorithm,
+            name: rl.name.clone(),
+            key_tag: String::new(),
+            joint: false,
+        }))
+    }
+}
+
+/// Gives each limit of a rule its key tag: the algorithm and the window length, and the
+/// limit's position when two would otherwise share one. A lone fixed window keeps
+/// upstream's key (no tag).
+fn tag_keys(limits: &mut [Limit], joint: bool) {
+    let tags: Vec<String> = limits
+        .iter()
+        .map(|l| {
+            let short = match l.algorithm.name() {
+                AlgorithmName::FixedWindow => "fw",
+                AlgorithmName::SlidingWindow => "sw",
+                AlgorithmName::TokenBucket => "tb",
+            };
+            format!("{short}{}", l.algorithm.window_seconds())
+        })
+        .collect();
+    for (i, l) in limits.iter_mut().enumerate() {
+        let mut tag = tags[i].clone();
+        if tags.iter().filter(|t| **t == tags[i]).count() > 1 {
+            tag = format!("{tag}.{i}");
+        }
+        // A window's start follows the tag: a separator keeps the two apart.
+        if l.algorithm.name() == AlgorithmName::FixedWindow {
+            tag.push('_');
+        }
+        l.key_tag = tag;
+        l.joint = joint;
     }
 }

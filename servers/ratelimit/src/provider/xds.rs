@@ -422,7 +422,11 @@ fn descriptor_from_pb(d: rlconf::RateLimitDescriptor) -> DescriptorConfig {
             unlimited: p.unlimited,
             name: p.name,
             replaces: p.replaces.into_iter().map(|r| r.name).collect(),
+            // Upstream's proto has no fields for the algorithm extensions: they are
+            // file-only (docs/algorithms.md).
+            ..RateLimitConfig::default()
         }),
+        rate_limits: None,
         descriptors: d.descriptors.into_iter().map(descriptor_from_pb).collect(),
         shadow_mode: d.shadow_mode,
         quota_mode: d.quota_mode,

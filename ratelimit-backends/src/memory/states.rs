@@ -1,0 +1,216 @@
+//! Sliding windows, token buckets and joint groups in the memory store: every key of a
+//! group is read, decided and written under the locks of all its shards, so that a group
+//! is one atomic step as on Redis.
+
+use parking_lot::MutexGuard;
+use ratelimit_core::algorithm::{Bucket, slide};
+use ratelimit_core::{Increment, Op};
+
+use super::{MemoryStore, Shard, sweep};
+
+/// What a sliding window or a token bucket keeps between requests.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct State {
+    value: Value,
+    /// Unix second from which the state is dead.
+    pub(super) expires_at: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    /// The window starting at `start_us` holds `current`; the one before it held
+    /// `previous`.
+    Slide {
+        start_us: u64,
+        current: u64,
+        previous: u64,
+    },
+    /// A token bucket's theoretical arrival time.
+    Tat(u64),
+}
+
+/// One increment of a group as read under the locks.
+struct Reading {
+    /// Within its own limit.
+    admitted: bool,
+    /// What the store answers for it.
+    answer: u64,
+    /// The state to write if the group is admitted (`None` for fixed windows, which have
+    /// already counted).
+    write: Option<Value>,
+}
+
+impl MemoryStore {
+    /// Decides the group starting at `first` (a sliding window or token bucket alone, or
+    /// the joint increments of one descriptor) and returns the index after it.
+    #[cold]
+    pub(super) fn decide_group(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+        first: usize,
+    ) -> usize {
+        let end = batch[first + 1..]
+            .iter()
+            .position(|i| !i.joint)
+            .map_or(batch.len(), |p| first + 1 + p);
+        let group = &batch[first..end];
+        let hashes: Vec<(u64, usize)> = group
+            .iter()
+            .map(|inc| {
+                let (hash, _) = self.shard(&inc.key);
+                (hash, self.shard_index(hash))
+            })
+            .collect();
+        // Locks in shard order, each once: two groups sharing shards cannot deadlock.
+        let mut order: Vec<usize> = hashes.iter().map(|(_, s)| *s).collect();
+        order.sort_unstable();
+        order.dedup();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
+            .into_iter()
+            .map(|s| (s, self.shards[s].lock()))
+            .collect();
+        let at: Vec<usize> = hashes
+            .iter()
+            .map(|(_, s)| guards.iter().position(|(i, _)| i == s).unwrap_or(0))
+            .collect();
+        for (_, g) in &mut guards {
+            if now >= g.next_sweep {
+                sweep(g, now);
+            }
+        }
+        let readings: Vec<Reading> = group
+            .iter()
+            .zip(&hashes)
+            .zip(&at)
+            .map(|((inc, (hash, _)), g)| {
+                let shard = &mut guards[*g].1;
+                match inc.op {
+                    Op::Window { .. } => {
+                        let after = self.count_in(shard, *hash, now, inc);
+                        Reading {
+                            admitted: after <= inc.limit,
+                            answer: after,
+                            write: None,
+                        }
+                    }
+                    Op::Slide { window_us, now_us } => {
+                        let start_us = now_us - now_us % window_us;
+                        let (current, previous) = match read(shard, *hash, &inc.key, now) {
+                            Some(Value::Slide {
+                                start_us: s,
+                                current,
+                                previous,
+                            }) if s == start_us => (current, previous),
+                            Some(Value::Slide {
+                                start_us: s,
+                                current,
+                                ..
+                            }) if s.saturating_add(window_us) == start_us => (0, current),
+                            _ => (0, 0),
+                        };
+                        let (admitted, used) = slide(
+                            current,
+                            previous,
+                            now_us - start_us,
+                            window_us,
+                            inc.hits,
+                            inc.limit,
+                        );
+                        Reading {
+                            admitted,
+                            answer: used,
+                            write: Some(Value::Slide {
+                                start_us,
+                                current: current.saturating_add(inc.hits),
+                                previous,
+                            }),
+                        }
+                    }
+                    Op::Bucket {
+                        interval_us,
+                        now_us,
+                    } => {
+                        let tat = match read(shard, *hash, &inc.key, now) {
+                            Some(Value::Tat(t)) => t,
+                            _ => 0,
+                        };
+                        let bucket = Bucket {
+                            interval_us,
+                            capacity: inc.limit,
+                            refill_seconds: 0,
+                        };
+                        let t = bucket.take(tat, now_us, inc.hits);
+                        Reading {
+                            admitted: t.admitted,
+                            answer: t.tat_before,
+                            write: Some(Value::Tat(t.tat_after)),
+                        }
+                    }
+                }
+            })
+            .collect();
+        let all_admitted = readings.iter().all(|r| r.admitted);
+        for (i, r) in readings.into_iter().enumerate() {
+            counts[first + i] = r.answer;
+            if let (true, Some(value)) = (all_admitted, r.write) {
+                let inc = &group[i];
+                let state = State {
+                    value,
+                    expires_at: now.saturating_add(inc.ttl_seconds),
+                };
+                write(&mut guards[at[i]].1, hashes[i].0, &inc.key, state, self);
+            }
+        }
+        end
+    }
+
+    /// A fixed window's count in a shard already locked.
+    fn count_in(&self, shard: &mut Shard, hash: u64, now: u64, inc: &Increment) -> u64 {
+        let seconds = match inc.op {
+            Op::Window { seconds } => seconds,
+            _ => inc.unit.seconds(),
+        };
+        let key = inc.key.as_str();
+        if let Some((_, c)) = shard.map.find_mut(hash, |(k, _)| **k == *key) {
+            if c.expires_at > now {
+                c.value = c.value.saturating_add(inc.hits);
+            } else {
+                c.value = inc.hits;
+                c.expires_at = super::window_end(seconds, now);
+            }
+            return c.value;
+        }
+        let counter = super::Counter {
+            value: inc.hits,
+            expires_at: super::window_end(seconds, now),
+        };
+        shard
+            .map
+            .insert_unique(hash, (key.into(), counter), |(k, _)| self.hasher_hash(k));
+        inc.hits
+    }
+}
+
+fn read(shard: &Shard, hash: u64, key: &str, now: u64) -> Option<Value> {
+    shard
+        .states
+        .find(hash, |(k, _)| **k == *key)
+        .filter(|(_, s)| s.expires_at > now)
+        .map(|(_, s)| s.value)
+}
+
+fn write(shard: &mut Shard, hash: u64, key: &str, state: State, store: &MemoryStore) {
+    match shard.states.find_mut(hash, |(k, _)| **k == *key) {
+        Some((_, s)) => *s = state,
+        None => {
+            shard
+                .states
+                .insert_unique(hash, (key.into(), state), |(k, _)| store.hasher_hash(k));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
