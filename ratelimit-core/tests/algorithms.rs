@@ -15,7 +15,7 @@ fn limiter(rules: &str) -> (Mem, Arc<ManualClock>, Arc<MemoryStore>) {
     let clock = Arc::new(ManualClock::new(T0));
     let store = Arc::new(MemoryStore::new());
     let l = Limiter::builder(store.clone(), clock.clone())
-        .yaml("t.yaml", &format!("domain: d\ndescriptors:\n{rules}"))
+        .yaml("t.yaml", format!("domain: d\ndescriptors:\n{rules}"))
         .build()
         .unwrap();
     (l, clock, store)
