@@ -44,6 +44,60 @@ fn valid_files_and_directories_pass() {
 }
 
 #[test]
+fn the_algorithm_fields_are_checked_and_printed() {
+    let dir = temp_dir("check-algorithms");
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        concat!(
+            "domain: d\ndescriptors:\n",
+            "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky_bucket}\n",
+            "  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n",
+            "  - key: c\n    rate_limit: {unit: second, requests_per_unit: 1, unit_multiplier: 0}\n",
+            "  - key: e\n    rate_limit: {unit: second, requests_per_unit: 1}\n    rate_limits: [{unit: day, requests_per_unit: 9}]\n",
+            "  - key: f\n    rate_limits: []\n",
+            "  - key: g\n    rate_limits:\n      - {unit: second, requests_per_unit: 1, name: x}\n      - {unit: day, requests_per_unit: 9, name: x}\n",
+        ),
+    );
+    let (code, out) = check(&[&bad], &[]);
+    assert_eq!(code, 1, "{out}");
+    for expected in [
+        ":4: unknown rate limit algorithm 'leaky_bucket' (expected fixed_window, sliding_window or token_bucket) (at descriptors[0].rate_limit.algorithm)",
+        ":6: burst is only valid with algorithm token_bucket (at descriptors[1].rate_limit.burst)",
+        ":8: unit_multiplier must be at least 1 (at descriptors[2].rate_limit.unit_multiplier)",
+        ":9: rate_limit and rate_limits cannot both be set (at descriptors[3])",
+        ":13: rate_limits must have at least one entry (at descriptors[4].rate_limits)",
+        ":17: rate limit name 'x' is used twice in one rate_limits list (at descriptors[5].rate_limits[1])",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    assert!(out.contains("6 problem(s) in 1 of 1 file(s)"), "{out}");
+    let good = write(
+        &dir,
+        "good.yaml",
+        concat!(
+            "domain: d\ndescriptors:\n",
+            "  - key: a\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20}\n",
+            "  - key: b\n    rate_limits:\n      - {unit: minute, unit_multiplier: 5, requests_per_unit: 100, algorithm: sliding_window, name: five}\n      - {unit: day, requests_per_unit: 1000}\n",
+            "  - key: c\n    rate_limit: {unit: hour, requests_per_unit: 7}\n",
+        ),
+    );
+    let (code, out) = check(&["--print-rules", &good], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        concat!(
+            "d.a: unit=SECOND requests_per_unit=10, shadow_mode: false, quota_mode: false, algorithm: token_bucket, unit_multiplier: 1, burst: 20\n",
+            "d.b: unit=DAY requests_per_unit=1000, shadow_mode: false, quota_mode: false\n",
+            "d.b: unit=MINUTE requests_per_unit=100, shadow_mode: false, quota_mode: false, algorithm: sliding_window, unit_multiplier: 5, name: five\n",
+            "d.c: unit=HOUR requests_per_unit=7, shadow_mode: false, quota_mode: false\n",
+            "ok: 1 file(s), 1 domain(s), 3 rule(s)\n",
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn every_problem_is_printed_with_file_line_and_path() {
     let dir = temp_dir("check-bad");
     let typo = write(

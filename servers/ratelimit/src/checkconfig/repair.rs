@@ -98,7 +98,15 @@ impl Repair {
                 m.insert("unit".into(), "second".into());
                 true
             }),
-            ConfigErrorKind::EmptyReplaces | ConfigErrorKind::ReplacesSelf => {
+            ConfigErrorKind::RateLimitAndRateLimits => {
+                mapping_at(root, &path).is_some_and(|m| m.remove("rate_limits").is_some())
+            }
+            ConfigErrorKind::InvalidRateLimits if matches!(path.last(), Some(Seg::Index(_))) => {
+                mapping_at(root, &path).is_some_and(|m| m.remove("unlimited").is_some())
+            }
+            ConfigErrorKind::EmptyReplaces
+            | ConfigErrorKind::ReplacesSelf
+            | ConfigErrorKind::DuplicateLimitName => {
                 let p = self.placeholder();
                 mapping_at(root, &path).is_some_and(|m| {
                     m.insert("name".into(), p);
