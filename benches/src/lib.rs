@@ -172,6 +172,21 @@ pub fn simple_limiter() -> MemLimiter {
     .expect("valid rules")
 }
 
+/// [`SIMPLE_RULES`] with the `user` limit a token bucket: the same work as governor's keyed
+/// GCRA limiter, through the whole decision path.
+pub const TOKEN_BUCKET_RULES: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}\n";
+
+/// A limiter on the memory store with [`TOKEN_BUCKET_RULES`] and a frozen clock.
+pub fn token_bucket_limiter() -> MemLimiter {
+    Limiter::builder(
+        Arc::new(MemoryStore::new()),
+        Arc::new(ManualClock::new(NOW)),
+    )
+    .yaml("api.yaml", TOKEN_BUCKET_RULES)
+    .build()
+    .expect("valid rules")
+}
+
 /// `keys` single-descriptor requests over distinct users.
 pub fn simple_requests(keys: usize) -> Vec<Request> {
     (0..keys)

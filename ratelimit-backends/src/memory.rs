@@ -72,6 +72,7 @@ impl MemoryStore {
     }
 
     /// The key's hash and its shard.
+    #[inline(always)]
     fn shard(&self, key: &str) -> (u64, &Mutex<Shard>) {
         let hash = self.hasher.hash_one(key);
         (hash, &self.shards[self.shard_index(hash)])
@@ -92,8 +93,12 @@ impl MemoryStore {
 
     /// Adds the hits of a fixed-window increment to its key and returns the new value;
     /// synchronous core of the store.
-    #[inline]
     pub fn increment_one(&self, now: u64, inc: &Increment) -> u64 {
+        self.count_window(now, inc)
+    }
+
+    #[inline(always)] // the body of the store's one common call
+    fn count_window(&self, now: u64, inc: &Increment) -> u64 {
         let (hash, shard) = self.shard(&inc.key);
         let mut shard = shard.lock();
         if now >= shard.next_sweep {
@@ -155,6 +160,23 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// A batch of several increments, or of another algorithm's.
+    #[inline(never)]
+    fn increment_batch(&self, now: u64, batch: &[Increment], counts: &mut [u64]) {
+        if batch
+            .iter()
+            .all(|i| !i.joint && matches!(i.op, Op::Window { .. }))
+        {
+            for (inc, out) in batch.iter().zip(counts.iter_mut()) {
+                *out = self.count_window(now, inc);
+            }
+        } else {
+            self.decide_groups(now, batch, counts);
+        }
+    }
+}
+
 /// When the window of `seconds` holding `now` ends. Only a new or restarted counter needs
 /// it, so it is out of line.
 #[cold]
@@ -189,23 +211,22 @@ impl CounterStore for MemoryStore {
         }
     }
 
+    #[inline]
     fn increment_now(
         &self,
         now: u64,
         batch: &[Increment],
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
-        let mut i = 0;
-        while i < batch.len() {
-            let inc = &batch[i];
-            let alone = batch.get(i + 1).is_none_or(|next| !next.joint);
-            if alone && let Op::Window { .. } = inc.op {
-                counts[i] = self.increment_one(now, inc);
-                i += 1;
-            } else {
-                i = self.decide_group(now, batch, counts, i);
-            }
+        // A lone fixed window (every single-descriptor upstream rule) takes the short way.
+        if let [inc] = batch {
+            counts[0] = match inc.op {
+                Op::Window { .. } => self.count_window(now, inc),
+                _ => self.decide_alone(now, inc),
+            };
+            return Ok(());
         }
+        self.increment_batch(now, batch, counts);
         Ok(())
     }
 

@@ -49,98 +49,97 @@ pub fn decide(
     now: Now,
     from_local_cache: bool,
 ) -> (DescriptorStatus, StatDelta) {
-    match limit.algorithm {
-        Algorithm::FixedWindow { seconds } | Algorithm::SlidingWindow { seconds } => {
-            let until_reset = crate::algorithm::until_window_end(now.secs, seconds);
-            let capacity = limit.requests_per_unit;
-            decide_reading(
-                limit,
-                capacity,
-                answer,
-                hits,
-                until_reset,
-                near_ratio,
-                from_local_cache,
-            )
+    let r = Reading::of(limit, answer, hits, now, from_local_cache);
+    decide_reading(limit, r, hits, near_ratio, from_local_cache)
+}
+
+/// A store's answer for one limit, as the window arithmetic of [`decide_reading`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// Hits the limit allows at once: `requests_per_unit`, or a bucket's capacity.
+    pub capacity: u32,
+    /// The count with this request's hits; over `capacity` when the request is denied.
+    pub after: u64,
+    /// What `duration_until_reset` says, in seconds.
+    pub until_reset: u64,
+    /// `limit_remaining` when denied: 0 for windows, the tokens still in a bucket.
+    pub left_when_over: u32,
+}
+
+impl Reading {
+    /// The reading of `answer` for `limit`'s algorithm.
+    #[inline(always)]
+    pub fn of(limit: &LimitSpec<'_>, answer: u64, hits: u64, now: Now, cached: bool) -> Reading {
+        match limit.algorithm {
+            Algorithm::FixedWindow { seconds } | Algorithm::SlidingWindow { seconds } => {
+                Reading::window(limit, seconds, answer, now)
+            }
+            Algorithm::TokenBucket(b) => Reading::bucket(&b, answer, hits, now, cached),
         }
-        Algorithm::TokenBucket(b) => {
-            decide_bucket(limit, &b, answer, hits, near_ratio, now, from_local_cache)
+    }
+
+    /// A fixed or sliding window of `seconds`: `count` is the count with this request.
+    #[inline(always)]
+    pub fn window(limit: &LimitSpec<'_>, seconds: u64, count: u64, now: Now) -> Reading {
+        Reading {
+            capacity: limit.requests_per_unit,
+            after: count,
+            until_reset: crate::algorithm::until_window_end(now.secs, seconds),
+            left_when_over: 0,
+        }
+    }
+
+    /// A token bucket's answer (the TAT before the request): the tokens used after the
+    /// request, over the capacity when denied; until reset: when denied, the wait until
+    /// the request would pass; when admitted, until the bucket is full again.
+    #[inline(always)] // the reading stays in registers
+    pub fn bucket(b: &Bucket, tat_before: u64, hits: u64, now: Now, cached: bool) -> Reading {
+        let capacity = u32::try_from(b.capacity).unwrap_or(u32::MAX);
+        let secs = |us: u64| us.div_ceil(1_000_000);
+        if cached {
+            return Reading {
+                capacity,
+                after: b.capacity + hits,
+                until_reset: secs(b.interval_us),
+                left_when_over: 0,
+            };
+        }
+        let t = b.take(tat_before, now.micros, hits);
+        if t.admitted {
+            Reading {
+                capacity,
+                after: b.capacity - b.tokens(t.tat_after, now.micros),
+                until_reset: secs(t.tat_after - now.micros),
+                left_when_over: 0,
+            }
+        } else {
+            let left = b.tokens(t.tat_before, now.micros);
+            Reading {
+                capacity,
+                after: (b.capacity - left).saturating_add(hits).max(b.capacity + 1),
+                until_reset: secs(b.wait_us(t.tat_before, now.micros, hits)).max(1),
+                left_when_over: u32::try_from(left).unwrap_or(u32::MAX),
+            }
         }
     }
 }
 
-/// A token bucket's decision: its reading through the window arithmetic, with what a
-/// denied request leaves in the bucket as its remaining tokens (it took none).
-#[cold]
-fn decide_bucket(
+/// The window arithmetic on a [`Reading`]: `after` against `capacity`, upstream's for a
+/// fixed window.
+#[inline(always)] // its two results are built in the caller's frame instead of copied out
+pub fn decide_reading(
     limit: &LimitSpec<'_>,
-    b: &Bucket,
-    tat_before: u64,
+    r: Reading,
     hits: u64,
     near_ratio: f32,
-    now: Now,
     from_local_cache: bool,
 ) -> (DescriptorStatus, StatDelta) {
-    let (capacity, after, until_reset) = bucket_reading(b, tat_before, hits, now, from_local_cache);
-    let mut decided = decide_reading(
-        limit,
+    let Reading {
         capacity,
         after,
-        hits,
         until_reset,
-        near_ratio,
-        from_local_cache,
-    );
-    if after > u64::from(capacity) && !from_local_cache {
-        let left = b.tokens(tat_before.max(now.micros), now.micros);
-        decided.0.limit_remaining = u32::try_from(left).unwrap_or(u32::MAX);
-    }
-    decided
-}
-
-/// A token bucket's answer (the TAT before the request) as a window's reading: the
-/// capacity, the tokens used after the request (over the capacity when denied), and the
-/// seconds to report: when denied, until the request would pass; when admitted, until the
-/// bucket is full again.
-fn bucket_reading(
-    b: &Bucket,
-    tat_before: u64,
-    hits: u64,
-    now: Now,
-    cached: bool,
-) -> (u32, u64, u64) {
-    let capacity = u32::try_from(b.capacity).unwrap_or(u32::MAX);
-    let secs = |us: u64| us.div_ceil(1_000_000);
-    if cached {
-        return (capacity, b.capacity + hits, secs(b.interval_us));
-    }
-    let t = b.take(tat_before, now.micros, hits);
-    if t.admitted {
-        let used = b.capacity - b.tokens(t.tat_after, now.micros);
-        (capacity, used, secs(t.tat_after.saturating_sub(now.micros)))
-    } else {
-        let used = (b.capacity - b.tokens(t.tat_before, now.micros))
-            .saturating_add(hits)
-            .max(b.capacity + 1);
-        (
-            capacity,
-            used,
-            secs(b.wait_us(t.tat_before, now.micros, hits)).max(1),
-        )
-    }
-}
-
-/// The window arithmetic: `after` (the count with this request) against `capacity`.
-#[inline(always)]
-fn decide_reading(
-    limit: &LimitSpec<'_>,
-    capacity: u32,
-    after: u64,
-    hits: u64,
-    until_reset: u64,
-    near_ratio: f32,
-    from_local_cache: bool,
-) -> (DescriptorStatus, StatDelta) {
+        left_when_over,
+    } = r;
     let mut delta = StatDelta {
         total_hits: hits,
         ..StatDelta::default()
@@ -168,6 +167,7 @@ fn decide_reading(
         delta.over_limit_with_local_cache = hits;
     } else if after > rpu {
         status.code = Code::OverLimit;
+        status.limit_remaining = left_when_over;
         if before >= rpu {
             delta.over_limit = hits;
         } else {

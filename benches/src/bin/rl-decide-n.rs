@@ -1,17 +1,18 @@
 //! Runs exactly N decisions of one kind, for instruction counting under callgrind:
 //! `(Ir(2N) - Ir(N)) / N` cancels start-up, rule compilation and map growth.
 //!
-//! `rl-decide-n <limiter1|limiter1now|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>`
+//! `rl-decide-n <limiter1|limiter1now|limiter1tb|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>`
 //! (`limiter1`, `limiter3`, `limiter200`: the async API awaited inside one task;
 //! `limiter1now`: the synchronous `should_rate_limit_now_into`, no executor, one response
-//! reused; `limiter1owned`: `should_rate_limit_now`, a new response each; `limiter1block`:
+//! reused; `limiter1tb`: the same on a token-bucket rule; `limiter1owned`: `should_rate_limit_now`, a new response each; `limiter1block`:
 //! the async API with an executor entered for each decision)
 
 use std::hint::black_box;
 
 use ratelimit_benches::{
     decide_async_n, decide_blocking, decide_now, decide_now_owned, plan_and_decide,
-    realistic_requests, realistic_rules, simple_limiter, simple_requests, triple_requests,
+    realistic_requests, realistic_rules, simple_limiter, simple_requests, token_bucket_limiter,
+    triple_requests,
 };
 use ratelimit_core::{Response, Stats};
 
@@ -24,7 +25,7 @@ fn main() {
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     if n == 0 {
         eprintln!(
-            "usage: rl-decide-n <limiter1|limiter1now|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>"
+            "usage: rl-decide-n <limiter1|limiter1now|limiter1tb|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>"
         );
         std::process::exit(2);
     }
@@ -43,9 +44,13 @@ fn main() {
             }
             sink += decide_async_n(&l, &reqs, n);
         }
-        "limiter1now" => {
+        "limiter1now" | "limiter1tb" => {
             let reqs = simple_requests(KEYS);
-            let l = simple_limiter();
+            let l = if kind == "limiter1now" {
+                simple_limiter()
+            } else {
+                token_bucket_limiter()
+            };
             let mut resp = Response::default();
             for r in &reqs {
                 decide_now(&l, r, &mut resp);

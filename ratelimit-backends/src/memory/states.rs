@@ -41,10 +41,56 @@ struct Reading {
 }
 
 impl MemoryStore {
-    /// Decides the group starting at `first` (a sliding window or token bucket alone, or
-    /// the joint increments of one descriptor) and returns the index after it.
+    /// A batch with a sliding window, a token bucket or a joint group: each group in turn.
     #[cold]
-    pub(super) fn decide_group(
+    pub(super) fn decide_groups(&self, now: u64, batch: &[Increment], counts: &mut [u64]) {
+        let mut i = 0;
+        while i < batch.len() {
+            let alone = batch.get(i + 1).is_none_or(|next| !next.joint);
+            if !alone {
+                i = self.decide_group(now, batch, counts, i);
+                continue;
+            }
+            counts[i] = match batch[i].op {
+                Op::Window { .. } => self.increment_one(now, &batch[i]),
+                _ => self.decide_alone(now, &batch[i]),
+            };
+            i += 1;
+        }
+    }
+
+    /// A sliding window or token bucket alone in its group: one key, one lock, one
+    /// lookup.
+    pub(super) fn decide_alone(&self, now: u64, inc: &Increment) -> u64 {
+        let (hash, shard) = self.shard(&inc.key);
+        let mut shard = shard.lock();
+        if now >= shard.next_sweep {
+            sweep(&mut shard, now);
+        }
+        let key = inc.key.as_str();
+        let expires_at = now.saturating_add(inc.ttl_seconds);
+        if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| **k == *key) {
+            let live = state.expires_at > now;
+            let r = decide_state(live.then_some(&state.value), inc);
+            if let (true, Some(value)) = (r.admitted, r.write) {
+                *state = State { value, expires_at };
+            }
+            return r.answer;
+        }
+        let r = decide_state(None, inc);
+        if let (true, Some(value)) = (r.admitted, r.write) {
+            shard.states.insert_unique(
+                hash,
+                (key.into(), State { value, expires_at }),
+                |(k, _)| self.hasher_hash(k),
+            );
+        }
+        r.answer
+    }
+
+    /// Decides the joint group starting at `first` and returns the index after it.
+    #[cold]
+    fn decide_group(
         &self,
         now: u64,
         batch: &[Increment],
@@ -84,86 +130,39 @@ impl MemoryStore {
             .iter()
             .zip(&hashes)
             .zip(&at)
-            .map(|((inc, (hash, _)), g)| {
-                let shard = &mut guards[*g].1;
-                match inc.op {
-                    Op::Window { .. } => {
-                        let after = self.count_in(shard, *hash, now, inc);
-                        Reading {
-                            admitted: after <= inc.limit,
-                            answer: after,
-                            write: None,
-                        }
-                    }
-                    Op::Slide { window_us, now_us } => {
-                        let start_us = now_us - now_us % window_us;
-                        let (current, previous) = match read(shard, *hash, &inc.key, now) {
-                            Some(Value::Slide {
-                                start_us: s,
-                                current,
-                                previous,
-                            }) if s == start_us => (current, previous),
-                            Some(Value::Slide {
-                                start_us: s,
-                                current,
-                                ..
-                            }) if s.saturating_add(window_us) == start_us => (0, current),
-                            _ => (0, 0),
-                        };
-                        let (admitted, used) = slide(
-                            current,
-                            previous,
-                            now_us - start_us,
-                            window_us,
-                            inc.hits,
-                            inc.limit,
-                        );
-                        Reading {
-                            admitted,
-                            answer: used,
-                            write: Some(Value::Slide {
-                                start_us,
-                                current: current.saturating_add(inc.hits),
-                                previous,
-                            }),
-                        }
-                    }
-                    Op::Bucket {
-                        interval_us,
-                        now_us,
-                    } => {
-                        let tat = match read(shard, *hash, &inc.key, now) {
-                            Some(Value::Tat(t)) => t,
-                            _ => 0,
-                        };
-                        let bucket = Bucket {
-                            interval_us,
-                            capacity: inc.limit,
-                            refill_seconds: 0,
-                        };
-                        let t = bucket.take(tat, now_us, inc.hits);
-                        Reading {
-                            admitted: t.admitted,
-                            answer: t.tat_before,
-                            write: Some(Value::Tat(t.tat_after)),
-                        }
-                    }
-                }
-            })
+            .map(|((inc, (hash, _)), g)| self.step(&mut guards[*g].1, *hash, now, inc))
             .collect();
         let all_admitted = readings.iter().all(|r| r.admitted);
         for (i, r) in readings.into_iter().enumerate() {
             counts[first + i] = r.answer;
             if let (true, Some(value)) = (all_admitted, r.write) {
-                let inc = &group[i];
-                let state = State {
+                write(
+                    &mut guards[at[i]].1,
+                    hashes[i].0,
+                    &group[i],
                     value,
-                    expires_at: now.saturating_add(inc.ttl_seconds),
-                };
-                write(&mut guards[at[i]].1, hashes[i].0, &inc.key, state, self);
+                    now,
+                    self,
+                );
             }
         }
         end
+    }
+
+    /// Reads one increment's key in its locked shard and decides it; a fixed window
+    /// counts on the spot (it counts whatever the group decides).
+    fn step(&self, shard: &mut Shard, hash: u64, now: u64, inc: &Increment) -> Reading {
+        match inc.op {
+            Op::Window { .. } => {
+                let after = self.count_in(shard, hash, now, inc);
+                Reading {
+                    admitted: after <= inc.limit,
+                    answer: after,
+                    write: None,
+                }
+            }
+            _ => decide_state(read(shard, hash, &inc.key, now).as_ref(), inc),
+        }
     }
 
     /// A fixed window's count in a shard already locked.
@@ -193,6 +192,72 @@ impl MemoryStore {
     }
 }
 
+/// A sliding window's or token bucket's step on its stored state (`None`: new or dead).
+#[inline(always)] // one step per request, and its reading stays in registers
+fn decide_state(stored: Option<&Value>, inc: &Increment) -> Reading {
+    match inc.op {
+        Op::Slide { window_us, now_us } => {
+            let start_us = now_us - now_us % window_us;
+            let (current, previous) = match stored {
+                Some(&Value::Slide {
+                    start_us: s,
+                    current,
+                    previous,
+                }) if s == start_us => (current, previous),
+                Some(&Value::Slide {
+                    start_us: s,
+                    current,
+                    ..
+                }) if s.saturating_add(window_us) == start_us => (0, current),
+                _ => (0, 0),
+            };
+            let (admitted, used) = slide(
+                current,
+                previous,
+                now_us - start_us,
+                window_us,
+                inc.hits,
+                inc.limit,
+            );
+            Reading {
+                admitted,
+                answer: used,
+                write: Some(Value::Slide {
+                    start_us,
+                    current: current.saturating_add(inc.hits),
+                    previous,
+                }),
+            }
+        }
+        Op::Bucket {
+            interval_us,
+            now_us,
+        } => {
+            let tat = match stored {
+                Some(&Value::Tat(t)) => t,
+                _ => 0,
+            };
+            let bucket = Bucket {
+                interval_us,
+                capacity: inc.limit,
+                refill_seconds: 0,
+            };
+            let t = bucket.take(tat, now_us, inc.hits);
+            Reading {
+                admitted: t.admitted,
+                answer: t.tat_before,
+                write: Some(Value::Tat(t.tat_after)),
+            }
+        }
+        // Counted by the caller, which holds the fixed windows' map.
+        Op::Window { .. } => Reading {
+            admitted: true,
+            answer: 0,
+            write: None,
+        },
+    }
+}
+
 fn read(shard: &Shard, hash: u64, key: &str, now: u64) -> Option<Value> {
     shard
         .states
@@ -201,7 +266,19 @@ fn read(shard: &Shard, hash: u64, key: &str, now: u64) -> Option<Value> {
         .map(|(_, s)| s.value)
 }
 
-fn write(shard: &mut Shard, hash: u64, key: &str, state: State, store: &MemoryStore) {
+fn write(
+    shard: &mut Shard,
+    hash: u64,
+    inc: &Increment,
+    value: Value,
+    now: u64,
+    store: &MemoryStore,
+) {
+    let state = State {
+        value,
+        expires_at: now.saturating_add(inc.ttl_seconds),
+    };
+    let key = inc.key.as_str();
     match shard.states.find_mut(hash, |(k, _)| **k == *key) {
         Some((_, s)) => *s = state,
         None => {

@@ -3,16 +3,17 @@
 //! the local cache, picks the overall code (quota and shadow modes), and adds the
 //! optional headers and dynamic metadata.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::plan::{Plan, Target, Work};
+use super::plan::{Plan, StatsRef, Target, Work};
 use super::{HeaderNames, Limiter};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::clock::Now;
-use crate::decide::{LimitSpec, decide};
+use crate::decide::{LimitSpec, Reading, decide, decide_reading};
 use crate::local_cache::LocalCache;
-use crate::rules::Limit;
+use crate::rules::{Limit, Rule};
 use crate::stats::StatDelta;
 use crate::store::CounterStore;
 use crate::types::{Code, DescriptorStatus, Header, Request, Response};
@@ -113,14 +114,48 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 ..DescriptorStatus::default()
             };
         };
-        let (status, delta): (DescriptorStatus, StatDelta) = if more.is_empty() {
-            self.decide_limit(spec, *slot, *hits, plan, work, counts, now)
-                .0
-        } else {
-            self.decide_limits(spec, more, *slot, *hits, plan, work, counts, now)
+        if !more.is_empty() {
+            // Several limits: out of the way of every upstream rule's path.
+            let (status, delta) =
+                self.decide_limits(spec, more, *slot, *hits, plan, work, counts, now);
+            return self.account(status, &delta, *stats, *rule, work, tally);
+        }
+        let from_cache = work.cached(plan).get(*slot);
+        let answer = counts[*slot];
+        let reading = match spec.algorithm {
+            Algorithm::FixedWindow { seconds } | Algorithm::SlidingWindow { seconds } => {
+                Reading::window(spec, seconds, answer, now)
+            }
+            Algorithm::TokenBucket(b) => Reading::bucket(&b, answer, *hits, now, from_cache),
         };
+        let (status, delta): (DescriptorStatus, StatDelta) = decide_reading(
+            spec,
+            reading,
+            *hits,
+            self.settings.near_limit_ratio,
+            from_cache,
+        );
+        if let Some(lc) = &self.local_cache
+            && !from_cache
+        {
+            self.cache_if_over(lc, spec, *slot, *hits, plan, work, counts, now);
+        }
+        self.account(status, &delta, *stats, *rule, work, tally)
+    }
+
+    /// Adds a descriptor's statistics and its part of the overall code; hands its status on.
+    #[inline(always)] // the status passes through the caller's frame
+    fn account(
+        &self,
+        status: DescriptorStatus,
+        delta: &StatDelta,
+        stats: Option<StatsRef<'_>>,
+        rule: Option<&Arc<Rule>>,
+        work: &Work,
+        tally: &mut Tally,
+    ) -> DescriptorStatus {
         if let Some(s) = stats.and_then(|s| work.stats(s)) {
-            s.add(&delta);
+            s.add(delta);
         }
         let over = status.code == Code::OverLimit;
         if self.settings.quota_mode || rule.is_some_and(|r| r.quota_mode) {
@@ -132,12 +167,22 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         status
     }
 
-    /// One limit's status and statistics from its slot's answer, with the local cache
-    /// told when the limit is over; and whether it is (shadow mode aside).
-    #[inline(always)] // one call site per shape of target; the status stays in the caller's frame
+    /// Whether a limit's answer is over it (shadow mode aside).
+    fn is_over(spec: &LimitSpec<'_>, answer: u64, hits: u64, now: Now) -> bool {
+        match spec.algorithm {
+            Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. } => {
+                answer > u64::from(spec.requests_per_unit)
+            }
+            Algorithm::TokenBucket(b) => !b.take(answer, now.micros, hits).admitted,
+        }
+    }
+
+    /// Tells the local cache about the limit at `slot` if its answer is over it.
+    #[cold]
     #[allow(clippy::too_many_arguments)] // the parts of the finish step
-    fn decide_limit(
+    fn cache_if_over(
         &self,
+        lc: &LocalCache,
         spec: &LimitSpec<'_>,
         slot: usize,
         hits: u64,
@@ -145,35 +190,21 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         work: &Work,
         counts: &[u64],
         now: Now,
-    ) -> ((DescriptorStatus, StatDelta), bool) {
-        let from_cache = work.cached(plan).get(slot);
-        let answer = counts[slot];
-        let decided = decide(
-            spec,
-            answer,
-            hits,
-            self.settings.near_limit_ratio,
-            now,
-            from_cache,
-        );
-        let over = from_cache
-            || match spec.algorithm {
-                Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. } => {
-                    answer > u64::from(spec.requests_per_unit)
-                }
-                Algorithm::TokenBucket(b) => !b.take(answer, now.micros, hits).admitted,
-            };
-        if over
-            && !from_cache
-            && let Some(lc) = &self.local_cache
-        {
-            self.cache_over(lc, spec, &work.increments(plan)[slot].key, answer, now);
+    ) {
+        if Self::is_over(spec, counts[slot], hits, now) {
+            self.cache_over(
+                lc,
+                spec,
+                &work.increments(plan)[slot].key,
+                counts[slot],
+                now,
+            );
         }
-        (decided, over)
     }
 
-    /// A rule with several limits: each decided; the status reported is the first
-    /// over its limit in file order, else the one with the fewest hits remaining.
+    /// A rule's limits (one token bucket, or several limits): each decided; the status
+    /// reported is the first over its limit in file order, else the one with the fewest
+    /// hits remaining.
     #[cold]
     #[allow(clippy::too_many_arguments)] // the parts of the finish step
     fn decide_limits(
@@ -191,7 +222,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let mut chosen: Option<((DescriptorStatus, StatDelta), bool)> = None;
         let specs = std::iter::once(*first).chain(more.iter().map(|l| l.spec(shadow)));
         for (i, spec) in specs.enumerate() {
-            let (decided, over) = self.decide_limit(&spec, slot + i, hits, plan, work, counts, now);
+            let (decided, over) =
+                self.decide_one(&spec, (slot + i, true), hits, plan, work, counts, now);
             let better = match &chosen {
                 None => true,
                 Some((_, true)) => false,
@@ -202,6 +234,48 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             }
         }
         chosen.map(|(d, _)| d).unwrap_or_default()
+    }
+
+    /// One limit of any algorithm decided from its slot, the local cache told when it is
+    /// over; and whether it is (shadow mode aside).
+    #[cold]
+    #[allow(clippy::too_many_arguments)] // the parts of the finish step
+    fn decide_one(
+        &self,
+        spec: &LimitSpec<'_>,
+        (slot, want_over): (usize, bool),
+        hits: u64,
+        plan: &Plan<'_>,
+        work: &Work,
+        counts: &[u64],
+        now: Now,
+    ) -> ((DescriptorStatus, StatDelta), bool) {
+        let from_cache = work.cached(plan).get(slot);
+        let decided = decide(
+            spec,
+            counts[slot],
+            hits,
+            self.settings.near_limit_ratio,
+            now,
+            from_cache,
+        );
+        // Only a rule of several limits and the local cache need to know.
+        let over = from_cache
+            || ((want_over || self.local_cache.is_some())
+                && Self::is_over(spec, counts[slot], hits, now));
+        if let Some(lc) = &self.local_cache
+            && over
+            && !from_cache
+        {
+            self.cache_over(
+                lc,
+                spec,
+                &work.increments(plan)[slot].key,
+                counts[slot],
+                now,
+            );
+        }
+        (decided, over)
     }
 
     /// Tells the local cache that `key` is over its limit, for as long as no request

@@ -15,7 +15,8 @@ use crate::types::Descriptor;
 
 impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// Writes the next increment of the batch (reusing an earlier request's key string)
-    /// for `limit` and returns its slot.
+    /// for `limit` and returns its slot. `joint`: decided with the increment before it
+    /// (a rule's limits after its first).
     #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
     #[inline]
     pub(super) fn push_increment(
@@ -26,7 +27,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         domain: &str,
         d: &Descriptor,
         limit: &Limit,
-        hits: u64,
+        (hits, joint): (u64, bool),
         now: Now,
     ) -> usize {
         let prefix = &self.settings.cache_key_prefix;
@@ -43,8 +44,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
             None => cache_key_stem_into(key, prefix, domain, &d.entries),
         }
+        if limit.joint {
+            joint_key(key);
+        }
+        // None for upstream's keys.
         if !limit.key_tag.is_empty() {
-            tag_key(key, limit);
+            key.push_str(&limit.key_tag);
         }
         let (op, ttl) = match limit.algorithm {
             Algorithm::FixedWindow { seconds } => {
@@ -81,20 +86,17 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             Algorithm::TokenBucket(b) => b.capacity,
             _ => u64::from(limit.requests_per_unit),
         };
-        inc.joint = limit.joint && rule.is_some_and(|r| !std::ptr::eq(limit, &r.limits[0]));
+        inc.joint = joint;
         slot
     }
 }
 
-/// Adds a limit's tag to the descriptor part of its key; the limits of a joint rule wrap
-/// that part in braces first, a Redis Cluster hash tag that puts them on one slot.
+/// Wraps the descriptor part of a joint rule's key in braces: a Redis Cluster hash tag
+/// that puts the limits of one descriptor on one slot.
 #[cold]
-fn tag_key(key: &mut String, limit: &Limit) {
-    if limit.joint {
-        key.insert(0, '{');
-        key.push('}');
-    }
-    key.push_str(&limit.key_tag);
+fn joint_key(key: &mut String) {
+    key.insert(0, '{');
+    key.push('}');
 }
 
 /// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;

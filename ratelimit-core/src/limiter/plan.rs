@@ -389,7 +389,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 &req.domain,
                 d,
                 &limit,
-                hits,
+                (hits, false),
                 now,
             );
             *out = Target::Counted {
@@ -422,7 +422,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                         &req.domain,
                         d,
                         first,
-                        hits,
+                        (hits, false),
                         now,
                     );
                     if !more.is_empty() {
@@ -474,7 +474,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 domain,
                 d,
                 l,
-                hits,
+                (hits, l.joint),
                 now,
             );
         }
