@@ -36,15 +36,15 @@ summary() {
 import re, statistics, sys
 cases = {}
 for line in open(sys.argv[1]):
-    m = re.search(r'\((.*?), 1024 keys.*median ([0-9.]+).*ours ([0-9.]+), governor ([0-9.]+)', line)
+    m = re.search(r'\((.*?), 1024 keys.*median ([0-9.]+).*target >= ([0-9.]+).*ours ([0-9.]+), governor ([0-9.]+)', line)
     if m:
-        cases.setdefault(m.group(1), []).append(tuple(float(x) for x in m.group(2, 3, 4)))
+        cases.setdefault(m.group(1), []).append(tuple(float(x) for x in m.group(2, 4, 5, 3)))
 for case, rows in cases.items():
     r = [x[0] for x in rows]
     print(f"RATIO-PROCESSES{sys.argv[2]} limiter/governor_keyed ({case}): median {statistics.median(r):.3f} "
           f"over {len(r)} processes, range {min(r):.3f}-{max(r):.3f}; ns/descriptor: ours "
           f"{statistics.median(x[1] for x in rows):.1f}, governor {statistics.median(x[2] for x in rows):.1f}"
-          " (target >= 0.5)")
+          f" (target >= {rows[0][3]})")
 PY
 }
 if [ -n "$baseline" ]; then

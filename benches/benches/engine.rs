@@ -16,7 +16,8 @@ use criterion::{Criterion, Throughput, criterion_group};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ratelimit_benches::{
     MemLimiter, NOW, decide_async_n, decide_now, plan_and_decide, realistic_config,
-    realistic_requests, realistic_rules, simple_limiter, simple_requests, triple_requests,
+    realistic_requests, realistic_rules, simple_limiter, simple_requests, token_bucket_limiter,
+    triple_requests,
 };
 use ratelimit_core::{Limiter, ManualClock, Request, Stats};
 
@@ -174,12 +175,12 @@ criterion_group! {
 /// Also returns the median nanoseconds per descriptor decision of each side, so that a
 /// ratio that moves between runs shows which side moved.
 fn interleaved_ratio(
+    limiter: MemLimiter,
     per_key: u64,
     reqs: &[Request],
     pairs: usize,
     run: Runner,
 ) -> (f64, Vec<f64>, f64, f64) {
-    let limiter = simple_limiter();
     let gov = governor_keyed();
     let rounds = 200;
     let time = |f: &mut dyn FnMut() -> usize| {
@@ -230,14 +231,37 @@ fn main() {
             ("1 descriptor", simple_requests(KEYS), 1u64),
             ("3 descriptors", triple_requests(KEYS), 3u64),
         ] {
-            let (median, all, ours_ns, theirs_ns) = interleaved_ratio(per_key, &reqs, 7, run);
-            let all: Vec<String> = all.iter().map(|r| format!("{r:.3}")).collect();
-            println!(
-                "RATIO limiter/governor_keyed ({api}, {name}, {KEYS} keys, 7 interleaved pairs): \
-                 median {median:.3} [{}] (target >= 0.5); ns/descriptor: ours {ours_ns:.1}, \
-                 governor {theirs_ns:.1}",
-                all.join(" ")
-            );
+            report(api, name, simple_limiter(), per_key, &reqs, run, 0.5);
         }
     }
+    // The same algorithm on both sides: our token bucket against governor's GCRA.
+    let reqs = simple_requests(KEYS);
+    report(
+        "sync API",
+        "1 descriptor, token bucket",
+        token_bucket_limiter(),
+        1,
+        &reqs,
+        run_limiter_now,
+        0.6,
+    );
+}
+
+fn report(
+    api: &str,
+    name: &str,
+    limiter: MemLimiter,
+    per_key: u64,
+    reqs: &[Request],
+    run: Runner,
+    target: f64,
+) {
+    let (median, all, ours_ns, theirs_ns) = interleaved_ratio(limiter, per_key, reqs, 7, run);
+    let all: Vec<String> = all.iter().map(|r| format!("{r:.3}")).collect();
+    println!(
+        "RATIO limiter/governor_keyed ({api}, {name}, {KEYS} keys, 7 interleaved pairs): \
+         median {median:.3} [{}] (target >= {target}); ns/descriptor: ours {ours_ns:.1}, \
+         governor {theirs_ns:.1}",
+        all.join(" ")
+    );
 }

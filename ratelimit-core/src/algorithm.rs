@@ -179,7 +179,7 @@ impl Bucket {
             && tat_before.saturating_add(hits.saturating_mul(self.interval_us)) - now_us
                 <= self.capacity.saturating_mul(self.interval_us);
         let tat_after = if admitted {
-            tat_before.saturating_add(hits * self.interval_us)
+            tat_before.saturating_add(hits.saturating_mul(self.interval_us))
         } else {
             tat_before
         };
