@@ -5,6 +5,10 @@
 //! multiplexed connection on a single Redis (`redis_mux`), as one script call through fred
 //! with Sentinel or Cluster (per node in cluster mode, which fred routes). SECOND limits
 //! may go to a second instance.
+//!
+//! Sliding windows, token buckets and the joint limits of a `rate_limits` list go as one
+//! call of the group script per group (`redis/scripts.rs`), queued beside the request's
+//! other calls so that the request still costs one round trip.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
