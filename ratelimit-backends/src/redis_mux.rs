@@ -29,7 +29,9 @@ pub enum Reply {
     Int(i64),
     /// `-ERR ...`: the command failed, the connection is fine.
     Error(String),
-    /// `+OK`, bulk strings, arrays, nil: accepted on the wire, not used by the callers.
+    /// `$n` and its bytes: the group script's answers (`redis/scripts.rs`).
+    Bulk(Vec<u8>),
+    /// `+OK`, arrays, nil: accepted on the wire, not used by the callers.
     Other,
 }
 
@@ -243,7 +245,7 @@ fn parse_at(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> 
                 return Err(format!("redis sent a bulk length of {n}"));
             }
             let total = after + n as usize + 2;
-            Ok((buf.len() >= total).then_some((Reply::Other, total)))
+            Ok((buf.len() >= total).then(|| (Reply::Bulk(buf[after..total - 2].to_vec()), total)))
         }
         Some(b'*') => {
             let n = number()?;
@@ -653,7 +655,10 @@ mod tests {
             Some((Reply::Error("NOSCRIPT No matching script".into()), 30))
         );
         assert_eq!(parse(b"+OK\r\n").unwrap(), Some((Reply::Other, 5)));
-        assert_eq!(parse(b"$3\r\nabc\r\n").unwrap(), Some((Reply::Other, 9)));
+        assert_eq!(
+            parse(b"$3\r\nabc\r\n").unwrap(),
+            Some((Reply::Bulk(b"abc".to_vec()), 9))
+        );
         assert_eq!(parse(b"$-1\r\n").unwrap(), Some((Reply::Other, 5)));
         assert_eq!(
             parse(b"*2\r\n:1\r\n$1\r\nx\r\n").unwrap(),

@@ -1,11 +1,12 @@
 //! Every store against real servers started on loopback ports: Redis (single, Cluster of
-//! three masters, behind Sentinel, with a per-second instance) and memcached (two nodes,
-//! over TLS, and from a DNS SRV record).
+//! three masters, behind Sentinel, with a per-second instance; every algorithm) and
+//! memcached (two nodes, over TLS, and from a DNS SRV record).
 //! The servers come from Debian's packages, installed by `scripts/test.sh`.
 
 mod conformance;
 mod fault;
 mod memcached;
+mod redis_algorithms;
 mod redis_keys;
 mod saturation;
 /// The store launchers, from the `test-support` crate.
