@@ -147,7 +147,10 @@ async fn memcached_sliding_window_answers_as_the_memory_store() {
         denied += usize::from(b[0] > 7);
         t += rng.below(400_000);
     }
-    assert!(admitted > 50 && denied > 50, "{admitted} admitted, {denied} denied");
+    assert!(
+        admitted > 50 && denied > 50,
+        "{admitted} admitted, {denied} denied"
+    );
 }
 
 #[tokio::test]
@@ -173,7 +176,10 @@ async fn memcached_token_bucket_answers_as_the_memory_store() {
         }
         t += rng.below(300_000);
     }
-    assert!(decided.iter().all(|d| *d > 50), "denied, admitted: {decided:?}");
+    assert!(
+        decided.iter().all(|d| *d > 50),
+        "denied, admitted: {decided:?}"
+    );
     // The key holds the TAT, in microseconds.
     let tat = n.value(&key).unwrap();
     assert!(tat > now_us() - 10_000_000 && tat <= t + 8 * b.interval_us);

@@ -1,5 +1,6 @@
 //! Black-box tests: the real `ratelimit` binary on loopback ports.
 
+mod algorithms_memcached;
 mod check_config;
 mod common;
 mod connections;
