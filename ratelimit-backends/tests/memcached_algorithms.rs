@@ -378,3 +378,31 @@ fn an_exhausted_bucket_is_denied_by_the_smallest_tat_that_denies() {
         }
     }
 }
+
+#[tokio::test]
+async fn memcached_restart_costs_no_failed_decision() {
+    let port = servers::free_port();
+    let node = servers::memcached_on(port);
+    let store = MemcachedStore::new(MemcachedSettings {
+        nodes: vec![format!("127.0.0.1:{port}")],
+        ..MemcachedSettings::default()
+    })
+    .unwrap();
+    let b = Bucket::new(100, 1, 100);
+    let key = fresh("restart");
+    let decide = async |store: &MemcachedStore| {
+        let t = now_us();
+        let batch = [sliding(&key, 1, 100, 60, t), bucket(&key, 1, &b, t)];
+        store.increment(t / 1_000_000, &batch, &mut [0; 2]).await
+    };
+    // Pool a few connections, then restart the node under them: the pipelines that meet
+    // a closed connection go again on a new one.
+    for _ in 0..3 {
+        decide(&store).await.unwrap();
+    }
+    drop(node);
+    let _node = servers::memcached_on(port);
+    for _ in 0..3 {
+        decide(&store).await.unwrap();
+    }
+}
