@@ -6,6 +6,7 @@
 mod conformance;
 mod fault;
 mod memcached;
+mod memcached_algorithms;
 mod redis_algorithms;
 mod redis_keys;
 mod saturation;

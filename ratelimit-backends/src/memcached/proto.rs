@@ -1,6 +1,8 @@
-//! The part of memcached's text protocol the store needs (`get`, `incr`, `decr`, `add`),
-//! over any byte stream, so that plain TCP and TLS share one client. The commands of one
-//! call are written together and their replies read in order (one round trip per call).
+//! The part of memcached's text protocol the store needs (`get`, `gets`, `incr`, `decr`,
+//! `add`, `cas`), over any byte stream, so that plain TCP and TLS share one client. The
+//! commands of one call are written together and their replies read in order (one round
+//! trip per call): [`Conn::get`], [`Conn::arith`] and [`Conn::add`] for fixed windows,
+//! [`Conn::run`] for any mix of commands (sliding windows, token buckets).
 //!
 //! Any error leaves the connection in an unknown state; callers drop it instead of pooling.
 
@@ -14,19 +16,75 @@ const MAX_LINE: usize = 1024;
 /// refused rather than buffered.
 const MAX_VALUE: usize = 64 * 1024;
 
-/// The reply to one `incr`, `decr` or `add`.
+/// The reply to one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// `incr`/`decr`: the new value.
     Value(u64),
-    /// `incr`/`decr` on a missing key.
+    /// `gets`: the key's value (0 when it is not a number) and its CAS unique.
+    Item {
+        /// The number stored.
+        value: u64,
+        /// What a `cas` of the key must name.
+        cas: u64,
+    },
+    /// `incr`/`decr`/`gets`/`cas` on a missing key.
     NotFound,
-    /// `add` stored the key.
+    /// `add`/`cas` stored the value.
     Stored,
     /// `add` found the key already there.
     NotStored,
+    /// `cas`: the key changed since the `gets` that gave its CAS unique.
+    Exists,
     /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...` for this command.
     Error(String),
+}
+
+/// One command of a [`Conn::run`] pipeline. Values are numbers, stored with flags 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmd<'a> {
+    /// `gets <key>`: [`Reply::Item`] or [`Reply::NotFound`].
+    Gets(&'a str),
+    /// `incr <key> <delta>`: [`Reply::Value`] or [`Reply::NotFound`].
+    Incr(&'a str, u64),
+    /// `decr <key> <delta>` (memcached stops at 0): [`Reply::Value`] or [`Reply::NotFound`].
+    Decr(&'a str, u64),
+    /// `add <key> 0 <exptime>` of a value: [`Reply::Stored`] or [`Reply::NotStored`].
+    Add(&'a str, u64, i64),
+    /// `cas <key> 0 <exptime> .. <unique>` of a value: [`Reply::Stored`], [`Reply::Exists`]
+    /// or [`Reply::NotFound`].
+    Cas(&'a str, u64, i64, u64),
+}
+
+impl<'a> Cmd<'a> {
+    /// The key the command is about (which decides its node).
+    pub fn key(&self) -> &'a str {
+        match *self {
+            Cmd::Gets(k)
+            | Cmd::Incr(k, _)
+            | Cmd::Decr(k, _)
+            | Cmd::Add(k, _, _)
+            | Cmd::Cas(k, _, _, _) => k,
+        }
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        // Writing into a Vec cannot fail.
+        let _ = match *self {
+            Cmd::Gets(k) => write!(out, "gets {k}\r\n"),
+            Cmd::Incr(k, d) => write!(out, "incr {k} {d}\r\n"),
+            Cmd::Decr(k, d) => write!(out, "decr {k} {d}\r\n"),
+            Cmd::Add(k, v, exp) => {
+                let v = v.to_string();
+                write!(out, "add {k} 0 {exp} {}\r\n{v}\r\n", v.len())
+            }
+            Cmd::Cas(k, v, exp, unique) => {
+                let v = v.to_string();
+                write!(out, "cas {k} 0 {exp} {} {unique}\r\n{v}\r\n", v.len())
+            }
+        };
+    }
 }
 
 /// One connection to one memcached node.
@@ -34,6 +92,8 @@ pub struct Conn<S> {
     io: BufStream<S>,
     line: Vec<u8>,
     out: Vec<u8>,
+    /// Whether the current call has read any reply yet (see [`Conn::replied`]).
+    replied: bool,
 }
 
 fn bad(msg: impl Into<String>) -> io::Error {
@@ -47,10 +107,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             io: BufStream::new(io),
             line: Vec::with_capacity(64),
             out: Vec::with_capacity(256),
+            replied: false,
         }
     }
 
+    /// Whether the last call read any reply line before it ended. A call on a pooled
+    /// connection that failed without one met a connection the node had already closed:
+    /// nothing of it ran, so it is safe to send again on a fresh connection.
+    pub fn replied(&self) -> bool {
+        self.replied
+    }
+
     async fn send(&mut self) -> io::Result<()> {
+        self.replied = false;
         self.io.write_all(&self.out).await?;
         self.out.clear();
         self.io.flush().await
@@ -69,6 +138,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 "memcached closed the connection",
             ));
         }
+        self.replied = true;
         if !self.line.ends_with(b"\r\n") {
             return Err(bad("reply line too long or not terminated"));
         }
@@ -197,6 +267,88 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     }
 }
 
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// Sends `cmds` in one write and reads their replies in order: one round trip for any
+    /// mix of commands. A command memcached refuses answers [`Reply::Error`] and the
+    /// others still run; a reply that fits no command is an error for the whole call.
+    pub async fn run(&mut self, cmds: &[Cmd<'_>]) -> io::Result<Vec<Reply>> {
+        for c in cmds {
+            c.write(&mut self.out);
+        }
+        self.send().await?;
+        let mut replies = Vec::with_capacity(cmds.len());
+        for c in cmds {
+            self.read_line().await?;
+            let r = match (c, self.line.as_slice()) {
+                (_, b"ERROR") => Reply::Error("ERROR".into()),
+                (_, l) if l.starts_with(b"CLIENT_ERROR") || l.starts_with(b"SERVER_ERROR") => {
+                    Reply::Error(String::from_utf8_lossy(l).into_owned())
+                }
+                (Cmd::Gets(k), _) => self.item(k).await?,
+                (Cmd::Incr(..) | Cmd::Decr(..) | Cmd::Cas(..), b"NOT_FOUND") => Reply::NotFound,
+                (Cmd::Incr(..) | Cmd::Decr(..), l) => std::str::from_utf8(l)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .map(Reply::Value)
+                    .ok_or_else(|| self.unexpected(c))?,
+                (Cmd::Add(..) | Cmd::Cas(..), b"STORED") => Reply::Stored,
+                (Cmd::Add(..), b"NOT_STORED") => Reply::NotStored,
+                (Cmd::Cas(..), b"EXISTS") => Reply::Exists,
+                _ => return Err(self.unexpected(c)),
+            };
+            replies.push(r);
+        }
+        Ok(replies)
+    }
+
+    fn unexpected(&self, c: &Cmd<'_>) -> io::Error {
+        bad(format!(
+            "unexpected reply to {c:?}: {:?}",
+            String::from_utf8_lossy(&self.line)
+        ))
+    }
+
+    /// The rest of the reply to `gets <key>`, whose first line is in `self.line`: `END`
+    /// alone, or one `VALUE <key> <flags> <bytes> <cas>` with its data and `END`.
+    async fn item(&mut self, key: &str) -> io::Result<Reply> {
+        if self.line == b"END" {
+            return Ok(Reply::NotFound);
+        }
+        let header = String::from_utf8_lossy(&self.line).into_owned();
+        let mut parts = header.split(' ');
+        let (Some("VALUE"), Some(k), Some(_flags), Some(len), Some(cas), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(bad(format!("unexpected reply to gets: {header:?}")));
+        };
+        let (Ok(len), Ok(cas)) = (len.parse::<usize>(), cas.parse::<u64>()) else {
+            return Err(bad(format!("bad length or cas in {header:?}")));
+        };
+        if k != key || len > MAX_VALUE {
+            return Err(bad(format!("unexpected reply to gets {key}: {header:?}")));
+        }
+        let mut data = vec![0; len + 2];
+        self.io.read_exact(&mut data).await?;
+        if !data.ends_with(b"\r\n") {
+            return Err(bad(format!("value for {key:?} not terminated")));
+        }
+        let value = std::str::from_utf8(&data[..len])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        self.read_line().await?;
+        if self.line != b"END" {
+            return Err(bad(format!("gets {key}: no END after the value")));
+        }
+        Ok(Reply::Item { value, cas })
+    }
+}
+
 /// The client's contract, for the fuzz target and the corpus replay: whatever bytes a
 /// node sends back, `get`, `incr` and `add` answer or fail, and never panic or hang (the
 /// stream here ends where the bytes do, so a reply cut short is an error, not a wait).
@@ -223,96 +375,31 @@ pub fn check_replies(data: &[u8]) -> usize {
     answered
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
-
-    /// Runs `f` against a peer that answers with `reply` once it has read `expect`.
-    async fn exchange<T>(
-        expect: &'static [u8],
-        reply: &'static [u8],
-        f: impl AsyncFnOnce(&mut Conn<tokio::io::DuplexStream>) -> T,
-    ) -> T {
-        let (client, mut server) = duplex(4096);
-        let peer = tokio::spawn(async move {
-            let mut got = vec![0u8; expect.len()];
-            server.read_exact(&mut got).await.unwrap();
-            assert_eq!(got, expect, "{}", String::from_utf8_lossy(&got));
-            server.write_all(reply).await.unwrap();
-            server
-        });
-        let mut conn = Conn::new(client);
-        let out = f(&mut conn).await;
-        drop(peer.await.unwrap());
-        out
-    }
-
-    #[tokio::test]
-    async fn get_maps_values_to_keys() {
-        let v = exchange(
-            b"get a b a c\r\n",
-            b"VALUE a 0 1\r\n7\r\nVALUE c 0 3 99\r\nabc\r\nEND\r\n",
-            async |c| c.get(&["a", "b", "a", "c"]).await,
-        )
-        .await
-        .unwrap();
-        assert_eq!(v, [7, 0, 7, 0]);
-    }
-
-    #[tokio::test]
-    async fn pipelined_replies_in_order() {
-        let r = exchange(
-            b"incr a 1\r\nincr b 2\r\nincr c 3\r\n",
-            b"5\r\nNOT_FOUND\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-            async |c| c.arith("incr", &[("a", 1), ("b", 2), ("c", 3)]).await,
-        )
-        .await
-        .unwrap();
-        assert_eq!(r[0], Reply::Value(5));
-        assert_eq!(r[1], Reply::NotFound);
-        assert!(matches!(&r[2], Reply::Error(e) if e.contains("non-numeric")));
-        let r = exchange(
-            b"add a 0 60 2\r\n12\r\nadd b 0 60 1\r\n1\r\n",
-            b"STORED\r\nNOT_STORED\r\n",
-            async |c| c.add(&[("a", 12, 60), ("b", 1, 60)]).await,
-        )
-        .await
-        .unwrap();
-        assert_eq!(r, [Reply::Stored, Reply::NotStored]);
-    }
-
-    /// The committed cargo-fuzz corpus of `memcached_reply`, replayed on stable.
-    #[test]
-    fn fuzz_corpus_replays() {
-        let corpus = crate::fuzz_corpus("memcached_reply");
-        let files = corpus.len();
-        let answered: usize = corpus.iter().map(|d| check_replies(d)).sum();
-        assert!(
-            files >= 4 && answered >= 3,
-            "{files} files, {answered} answers"
-        );
-    }
-
-    #[tokio::test]
-    async fn garbage_is_an_error_not_a_panic() {
-        for reply in [
-            &b"VALUE a 0 99999999999\r\n"[..],
-            b"VALUE a 0 x\r\n",
-            b"VALUE a\r\n",
-            b"VALUE a 0 1\r\n12\r\nEND\r\n",
-            b"SERVER_ERROR out of memory\r\n",
-            b"no newline",
-        ] {
-            let (client, mut server) = duplex(4096);
-            server.write_all(reply).await.unwrap();
-            drop(server);
-            let mut c = Conn::new(client);
-            assert!(c.get(&["a"]).await.is_err(), "{reply:?}");
+/// [`check_replies`] for [`Conn::run`], the pipeline of the sliding windows and token
+/// buckets (fuzz target `memcached_pipeline`): every command kind, any bytes back. Returns
+/// how many calls answered.
+#[doc(hidden)]
+pub fn check_pipeline_replies(data: &[u8]) -> usize {
+    let mut conn = Conn::new(tokio::io::join(data, tokio::io::sink()));
+    let cmds = [
+        Cmd::Gets("a"),
+        Cmd::Incr("a_60", 1),
+        Cmd::Gets("a_0"),
+        Cmd::Add("b", 0, 60),
+        Cmd::Cas("b", 17, 60, 9),
+        Cmd::Decr("a_60", 1),
+    ];
+    let mut answered = 0;
+    for _ in 0..2 {
+        let fut = std::pin::pin!(conn.run(&cmds));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(Ok(replies)) = fut.poll(&mut cx) {
+            assert_eq!(replies.len(), cmds.len());
+            answered += 1;
         }
-        let (client, mut server) = duplex(4096);
-        server.write_all(&[b'9'; 2000]).await.unwrap();
-        let mut c = Conn::new(client);
-        assert!(c.arith("incr", &[("a", 1)]).await.is_err());
     }
+    answered
 }
+
+#[cfg(test)]
+mod tests;

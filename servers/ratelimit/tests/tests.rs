@@ -1,6 +1,7 @@
 //! Black-box tests: the real `ratelimit` binary on loopback ports.
 
 mod algorithms;
+mod algorithms_memcached;
 mod algorithms_redis;
 mod check_config;
 mod common;
