@@ -149,17 +149,27 @@ pub struct Take {
 }
 
 impl Bucket {
+    /// The longest time a bucket takes to fill, in microseconds: 2^52.
+    pub const MAX_SPAN_US: u64 = 1 << 52;
+
     /// A bucket of `capacity` refilled with `per_window` tokens every `window_seconds`.
     /// `per_window` 0 blocks every request, as a window limit of 0 does: the bucket then
     /// holds nothing.
+    ///
+    /// A full refill takes at most [`Bucket::MAX_SPAN_US`] (about 142 years): a rule asking
+    /// for a slower one refills that fast. Every TAT of such a bucket then stays below
+    /// 2^53 µs, exact in the doubles of a Redis script.
     pub fn new(per_window: u32, window_seconds: u64, capacity: u32) -> Bucket {
         let window_us = window_seconds.saturating_mul(1_000_000).max(1);
-        let interval_us = window_us.div_ceil(u64::from(per_window.max(1)));
         let capacity = if per_window == 0 {
             0
         } else {
             u64::from(capacity)
         };
+        let interval_us = window_us
+            .div_ceil(u64::from(per_window.max(1)))
+            .min(Bucket::MAX_SPAN_US / capacity.max(1))
+            .max(1);
         Bucket {
             interval_us,
             capacity,

@@ -131,3 +131,12 @@ fn names_round_trip() {
     assert_eq!(AlgorithmName::parse("leaky_bucket"), None);
     assert_eq!(AlgorithmName::parse("Token_Bucket"), None);
 }
+
+#[test]
+fn a_bucket_fills_within_the_longest_span() {
+    let b = Bucket::new(1, 100 * 365 * 86_400 * 1_000, u32::MAX);
+    assert!(b.interval_us * b.capacity <= Bucket::MAX_SPAN_US);
+    assert_eq!(b.capacity, u64::from(u32::MAX));
+    // A TAT of today plus a full bucket stays exact in a double.
+    assert!(1_800_000_000_000_000 + Bucket::MAX_SPAN_US < 1 << 53);
+}
