@@ -4,7 +4,9 @@
 //! It reads upstream's YAML rules, matches request descriptors against them with upstream's
 //! exact semantics, builds byte-identical cache keys (so a fleet can share one Redis with
 //! the upstream server during a migration), and turns counter values into decisions and
-//! statistics with upstream's arithmetic.
+//! statistics with upstream's arithmetic. Beyond upstream, a limit can count as a token
+//! bucket (GCRA), a sliding window or a window of several units, and a descriptor can have
+//! several limits ([`algorithm`]); rules without those fields behave exactly as upstream's.
 //!
 //! What it deliberately does not do: any I/O. It opens no sockets or files, spawns no tasks,
 //! reads no clock and pulls in no async runtime. Counters live behind [`CounterStore`] and

@@ -77,6 +77,36 @@ use crate::types::{Code, Request, Response};
 ///     .collect();
 /// assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
 /// ```
+///
+/// A token bucket (docs/algorithms.md): bursts of up to 3, then one request every
+/// 100 ms; a denied client is told how long to wait.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request, Response};
+/// use ratelimit_backends::MemoryStore;
+///
+/// let yaml = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 3}\n";
+/// let clock = Arc::new(ManualClock::new(1_700_000_000));
+/// let limiter = Limiter::builder(MemoryStore::new(), clock.clone())
+///     .yaml("api.yaml", yaml)
+///     .build()
+///     .expect("valid rules");
+/// let req = Request::new("api", vec![Descriptor::new([("user", "alice")])]);
+/// let mut resp = Response::default();
+/// let mut decide = || {
+///     limiter.should_rate_limit_now_into(&req, &mut resp).unwrap().unwrap();
+///     (resp.overall_code, resp.statuses[0].limit_remaining, resp.statuses[0].duration_until_reset)
+/// };
+/// assert_eq!(decide(), (Code::Ok, 2, Some(1)));
+/// assert_eq!(decide().0, Code::Ok);
+/// assert_eq!(decide().0, Code::Ok);
+/// // Empty: wait (at most a second, rounded up) for the next token.
+/// assert_eq!(decide(), (Code::OverLimit, 0, Some(1)));
+/// clock.advance_micros(100_000);
+/// assert_eq!(decide().0, Code::Ok);
+/// assert_eq!(decide().0, Code::OverLimit);
+/// ```
 pub struct Limiter<S, C> {
     /// Shared with the threads' rule caches (see [`Buffers`]), which tell limiters apart
     /// by this allocation.
