@@ -60,7 +60,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     window_text.0 = window;
                 }
                 key.push_str(&window_text.1);
-                (Op::Window { seconds }, seconds)
+                (Op::Window { seconds }, seconds.min(MAX_TTL_SECONDS))
             }
             Algorithm::SlidingWindow { seconds } => (
                 Op::Slide {
@@ -68,7 +68,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                     now_us: now.micros,
                 },
                 // The previous window is read until the current one ends.
-                seconds.saturating_mul(2),
+                seconds.saturating_mul(2).min(MAX_TTL_SECONDS),
             ),
             Algorithm::TokenBucket(b) => (
                 Op::Bucket {
@@ -98,6 +98,10 @@ fn joint_key(key: &mut String) {
     key.insert(0, '{');
     key.push('}');
 }
+
+/// The longest expiry a key is given: a century. A window of more units than that is
+/// still counted as one, but Redis refuses expiries whose milliseconds pass `i64`.
+const MAX_TTL_SECONDS: u64 = 100 * 365 * 86_400;
 
 /// Spreads key expiry over `[0, max)` seconds. Upstream draws a random number per request;
 /// a hash of the key spreads expiries just as well, needs no randomness source in a pure

@@ -71,3 +71,105 @@ fn plan_and_finish_run_on_counts_of_ones_own() {
         assert_eq!(resp.statuses.len(), 2);
     }
 }
+
+#[test]
+fn the_plan_keys_and_operations_of_each_algorithm() {
+    use super::{Limiter, Plan, Work};
+    use crate::store::Op;
+    use crate::{Descriptor, ManualClock, Request};
+
+    let rules = concat!(
+        "domain: d\ndescriptors:\n",
+        "  - key: fw\n    rate_limit: {unit: minute, unit_multiplier: 5, requests_per_unit: 2}\n",
+        "  - key: sw\n    rate_limit: {unit: second, requests_per_unit: 2, algorithm: sliding_window}\n",
+        "  - key: tb\n    rate_limit: {unit: second, requests_per_unit: 4, algorithm: token_bucket, burst: 8}\n",
+        "  - key: long\n    rate_limit: {unit: year, unit_multiplier: 4294967295, requests_per_unit: 1}\n",
+        "  - key: list\n    rate_limits:\n      - {unit: second, requests_per_unit: 1, algorithm: token_bucket}\n      - {unit: day, requests_per_unit: 9}\n",
+    );
+    let limiter = Limiter::builder(NoStore, ManualClock::new(0))
+        .settings(crate::LimiterSettings {
+            expiration_jitter_max_seconds: 0,
+            ..Default::default()
+        })
+        .yaml("d.yaml", rules)
+        .build()
+        .unwrap();
+    let set = limiter.rules().unwrap();
+    let now = Now::from_micros(1_700_000_123_456_789);
+    let req = Request::new(
+        "d",
+        ["fw", "sw", "tb", "long", "list"]
+            .iter()
+            .map(|k| Descriptor::new([(*k, "v")]))
+            .collect(),
+    );
+    let (mut work, mut plan) = (Work::default(), Plan::default());
+    limiter.plan(&req, &set, now, &mut work, &mut plan);
+    let incs = work.increments(&plan);
+    let got: Vec<(&str, Op, u64, u64, bool)> = incs
+        .iter()
+        .map(|i| (i.key.as_str(), i.op, i.limit, i.ttl_seconds, i.joint))
+        .collect();
+    let century = 100 * 365 * 86_400;
+    assert_eq!(
+        got,
+        [
+            // Upstream's key with the five-minute window's start.
+            (
+                "d_fw_v_1700000100",
+                Op::Window { seconds: 300 },
+                2,
+                300,
+                false
+            ),
+            (
+                "d_sw_v_sw1",
+                Op::Slide {
+                    window_us: 1_000_000,
+                    now_us: now.micros
+                },
+                2,
+                2,
+                false
+            ),
+            (
+                "d_tb_v_tb1",
+                Op::Bucket {
+                    interval_us: 250_000,
+                    now_us: now.micros
+                },
+                8,
+                3,
+                false
+            ),
+            // A window longer than a century expires after one (Redis refuses more).
+            (
+                "d_long_v_0",
+                Op::Window {
+                    seconds: 31_536_000 * 4_294_967_295
+                },
+                1,
+                century,
+                false
+            ),
+            // A list: one hash tag for all its keys, decided together.
+            (
+                "{d_list_v_}tb1",
+                Op::Bucket {
+                    interval_us: 1_000_000,
+                    now_us: now.micros
+                },
+                1,
+                2,
+                false
+            ),
+            (
+                "{d_list_v_}fw86400_1699920000",
+                Op::Window { seconds: 86_400 },
+                9,
+                86_400,
+                true
+            ),
+        ]
+    );
+}

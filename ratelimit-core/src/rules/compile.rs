@@ -296,7 +296,12 @@ fn tag_keys(limits: &mut [Limit], joint: bool) {
                 AlgorithmName::SlidingWindow => "sw",
                 AlgorithmName::TokenBucket => "tb",
             };
-            format!("{short}{}", l.algorithm.window_seconds())
+            format!(
+                "{short}{}",
+                l.unit
+                    .seconds()
+                    .saturating_mul(u64::from(l.unit_multiplier))
+            )
         })
         .collect();
     for (i, l) in limits.iter_mut().enumerate() {

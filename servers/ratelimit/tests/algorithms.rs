@@ -163,6 +163,15 @@ fn unit_multiplier_windows_and_shadow_mode_over_json() {
         stats.contains("ratelimit.service.rate_limit.alg.five_minutes.over_limit: 3"),
         "{stats}"
     );
+    // /rlconfig shows the extensions.
+    let rlconfig = request(srv.debug, "GET", "/rlconfig", b"").text();
+    for line in [
+        "alg.bucket: unit=MINUTE requests_per_unit=30, shadow_mode: false, quota_mode: false, algorithm: token_bucket, unit_multiplier: 1, burst: 3",
+        "alg.five_minutes: unit=MINUTE requests_per_unit=3, shadow_mode: false, quota_mode: false, algorithm: fixed_window, unit_multiplier: 5",
+        "alg.both: unit=MINUTE requests_per_unit=2, shadow_mode: false, quota_mode: false, algorithm: sliding_window, unit_multiplier: 1, name: per_minute",
+    ] {
+        assert!(rlconfig.contains(line), "{line} not in {rlconfig}");
+    }
 }
 
 #[test]
