@@ -137,6 +137,8 @@ fn a_bucket_fills_within_the_longest_span() {
     let b = Bucket::new(1, 100 * 365 * 86_400 * 1_000, u32::MAX);
     assert!(b.interval_us * b.capacity <= Bucket::MAX_SPAN_US);
     assert_eq!(b.capacity, u64::from(u32::MAX));
-    // A TAT of today plus a full bucket stays exact in a double.
-    assert!(1_800_000_000_000_000 + Bucket::MAX_SPAN_US < 1 << 53);
+    // A TAT of 2027 plus a full bucket stays exact in a double.
+    let tat = 1_800_000_000_000_000 + b.interval_us * b.capacity;
+    assert_eq!(tat as f64 as u64, tat);
+    assert!(tat < 1 << 53);
 }
