@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::Limiter;
-use super::plan::{Cached, INLINE, Plan, Target};
+use super::planned::{Cached, INLINE, Plan, Target};
 use crate::clock::Clock;
 use crate::store::{CounterStore, Increment, StoreError, StoreKind, groups};
 

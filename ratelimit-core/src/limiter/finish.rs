@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::plan::{Plan, StatsRef, Target, Work};
+use super::planned::{Plan, StatsRef, Target, Work};
 use super::{HeaderNames, Limiter};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;

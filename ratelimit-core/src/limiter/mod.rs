@@ -11,6 +11,7 @@ mod count;
 mod finish;
 mod keys;
 mod plan;
+mod planned;
 mod settings;
 #[cfg(test)]
 mod tests;
@@ -22,7 +23,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use arc_swap::ArcSwapOption;
 use arc_swap::cache::Cache;
 
-pub use plan::{Cached, Plan, Planned, StatsRef, Target, Work};
+pub use planned::{Cached, Plan, Planned, StatsRef, Target, Work};
 pub use settings::{Error, HeaderNames, LimiterSettings};
 
 use count::{Counting, Counts};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::algorithm::Bucket;
+use crate::algorithm::{Algorithm, AlgorithmName, Bucket};
 use crate::config::RateLimitConfig;
 
 /// Walks a document's descriptors level by level, building the matching tree.
