@@ -90,7 +90,7 @@ fn decides_every_algorithm(srv: &Server, cli: u16) {
     let minute = |status| (status, "per_minute".to_owned());
     assert_eq!(list, [minute(200), minute(200), minute(429), minute(429)]);
     // The bucket's TAT: two tokens of 36 s past the first request, no more.
-    let tat: u64 = servers::redis_cli(cli, &["GET", "{alg_list_a_}tb108"])
+    let tat: u64 = servers::redis_cli(cli, &["GET", "{alg_list_a_}tb3600"])
         .parse()
         .unwrap();
     let now_us = std::time::SystemTime::now()
