@@ -13,6 +13,7 @@ mod health_states;
 mod http_face;
 mod lifecycle;
 mod observability;
+mod rlqs_face;
 mod rules_files;
 mod rules_util;
 mod rules_xds;
