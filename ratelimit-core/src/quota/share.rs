@@ -51,11 +51,9 @@ pub fn local_budget(
         return budget;
     }
     let streams = local_streams + elsewhere.streams;
-    let floor = if streams == 0 {
-        0
-    } else {
-        (u128::from(budget) * u128::from(floor_permille.min(1000)) / 1000) as u64 / streams
-    };
+    let floor = ((u128::from(budget) * u128::from(floor_permille.min(1000)) / 1000) as u64)
+        .checked_div(streams)
+        .unwrap_or(0);
     let mine = u128::from(local_streams * floor) + u128::from(local_demand);
     let theirs = u128::from(elsewhere.streams * floor) + u128::from(elsewhere.demand);
     if mine + theirs == 0 {
