@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::Poll;
 
-use ratelimit_core::quota::QuotaSettings;
 use tonic::server::NamedService;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -111,7 +110,7 @@ pub async fn routes(app: Arc<App>) -> GrpcRoutes<RlsService> {
     });
     let refused = app.limiter.stats().service_error.clone();
     let limits = app.settings.request_limits;
-    let rlqs = super::rlqs::RlqsService::new(app.clone(), QuotaSettings::default());
+    let rlqs = super::rlqs::RlqsService::new(app.clone(), app.settings.rlqs.clone());
     rlqs.spawn_ticker();
     let rest = Routes::new(health_service)
         .add_service(RlqsServer::new(rlqs))
