@@ -129,6 +129,10 @@ pub struct QuotaSettings {
     /// Thousandths of a bucket's budget set aside as floors, split evenly between its
     /// streams whatever their demand, so an idle Envoy can still start.
     pub floor_permille: u64,
+    /// Envoy starts a changed token bucket full, so a stream keeps its token bucket while
+    /// that still fits its share and the new one would be faster by no more than these
+    /// thousandths (slower ones are always sent: the budget's bound comes first).
+    pub change_permille: u64,
 }
 
 impl Default for QuotaSettings {
@@ -140,6 +144,7 @@ impl Default for QuotaSettings {
             abandon_after_secs: 300,
             demand_window_secs: 30,
             floor_permille: 100,
+            change_permille: 200,
         }
     }
 }

@@ -184,7 +184,8 @@ impl QuotaEngine {
         let desired = self.desired(now_ms, peers);
         let ttl_secs = self.settings.assignment_ttl_secs;
         let refresh_ms = self.settings.refresh_secs * 1000;
-        for (stream, bucket, strategy, share) in desired {
+        let change = self.settings.change_permille;
+        for (stream, bucket, strategy, share, window_secs) in desired {
             let Some(sub) = self
                 .streams
                 .get_mut(&stream)
@@ -192,24 +193,30 @@ impl QuotaEngine {
             else {
                 continue;
             };
-            let due = match &mut sub.sent {
-                None => true,
-                Some(sent) if sent.strategy != strategy => true,
-                Some(sent) => {
-                    // Same assignment: it now stays within the new share.
+            // A changed strategy is sent, unless the sent token bucket stays (`keeps`): then
+            // it is refreshed like an unchanged one, and now stays within the new share.
+            let (send, due) = match &mut sub.sent {
+                Some(sent)
+                    if sent.strategy == strategy
+                        || keeps(sent, strategy, share, window_secs, change) =>
+                {
                     sent.share = share;
-                    now_ms.saturating_sub(sent.at_ms) >= refresh_ms
+                    (
+                        sent.strategy,
+                        now_ms.saturating_sub(sent.at_ms) >= refresh_ms,
+                    )
                 }
+                _ => (strategy, true),
             };
             if due {
                 sub.sent = Some(Sent {
-                    strategy,
+                    strategy: send,
                     at_ms: now_ms,
                     share,
                 });
                 out.entry(stream).or_default().push(Action::Assign {
                     bucket,
-                    strategy,
+                    strategy: send,
                     ttl_secs,
                 });
             }
@@ -238,11 +245,7 @@ impl QuotaEngine {
 
     /// Every subscription's strategy and share as of `now_ms`; forgets buckets nobody
     /// subscribes to or holds a share of any more.
-    fn desired(
-        &mut self,
-        now_ms: u64,
-        peers: &dyn Peers,
-    ) -> Vec<(StreamId, BucketId, Strategy, u64)> {
+    fn desired(&mut self, now_ms: u64, peers: &dyn Peers) -> Vec<Desired> {
         let mut desired = Vec::new();
         let floor = self.settings.floor_permille;
         let window_ms = self.settings.demand_window_secs * 1000;
@@ -259,7 +262,7 @@ impl QuotaEngine {
                         Strategy::DenyAll
                     };
                     for &s in &b.subscribers {
-                        desired.push((s, bucket.clone(), strategy, 0));
+                        desired.push((s, bucket.clone(), strategy, 0, 1));
                     }
                     return true;
                 }
@@ -291,7 +294,7 @@ impl QuotaEngine {
             for (&s, share) in b.subscribers.iter().zip(shares) {
                 let strategy = share::token_bucket(share, window_secs)
                     .map_or(Strategy::DenyAll, Strategy::TokenBucket);
-                desired.push((s, bucket.clone(), strategy, share));
+                desired.push((s, bucket.clone(), strategy, share, window_secs));
             }
             true
         });
@@ -329,6 +332,24 @@ impl QuotaEngine {
             .get(&stream)
             .is_some_and(|st| st.subs.contains_key(bucket))
     }
+}
+
+/// One subscription's strategy, its share and the rule's window.
+type Desired = (StreamId, BucketId, Strategy, u64, u64);
+
+/// Whether the sent token bucket stays instead of `new`: it fits the new share, and `new`
+/// is not slower and faster by at most `change_permille` thousandths.
+fn keeps(sent: &Sent, new: Strategy, share: u64, window_secs: u64, change_permille: u64) -> bool {
+    let (Strategy::TokenBucket(old), Strategy::TokenBucket(new)) = (sent.strategy, new) else {
+        return false;
+    };
+    if !share::within(&old, share, window_secs) {
+        return false;
+    }
+    // new.t / new.i <= old.t / old.i * (1 + p/1000), in integers.
+    let new_rate = u128::from(new.tokens_per_fill) * u128::from(old.fill_interval_secs);
+    let old_rate = u128::from(old.tokens_per_fill) * u128::from(new.fill_interval_secs);
+    new_rate * 1000 <= old_rate * u128::from(1000 + change_permille.min(1_000_000))
 }
 
 /// A subscription's demand: requests per second over its recent reports, in

@@ -200,7 +200,9 @@ fn two_envoys_share_a_limit_by_demand() {
         e.report(2, &[usage(&b, 0, 5000)], t * 5000);
     }
     e.tick(60_000, &NoPeers);
-    assert_eq!(holds(&e, 1), Some(9));
+    // 9 would be 12.5 % faster than 8: under the change threshold, 1 keeps its 8 (and the
+    // tokens Envoy counts in it).
+    assert_eq!(holds(&e, 1), Some(8));
     // Half a request a minute: one request every 120 s.
     assert!(
         matches!(held_strategy(&e, 2), Some(Strategy::TokenBucket(t)) if t.fill_interval_secs == 120)
@@ -235,6 +237,49 @@ fn blanket_rules_and_refresh_before_the_ttl() {
     );
     assert!(e.tick(9_999, &NoPeers).is_empty());
     assert_eq!(e.tick(10_000, &NoPeers)[0].1.len(), 2);
+}
+
+#[test]
+fn small_increases_keep_the_bucket_and_decreases_are_sent_at_once() {
+    let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
+    let big = bucket(&[("name", "big")]); // 1000 a second
+    e.connect(1, "d", Some("a"));
+    e.connect(2, "d", Some("b"));
+    e.report(1, &[usage(&big, 500, 1000)], 0);
+    e.report(2, &[usage(&big, 500, 1000)], 0);
+    e.tick(0, &NoPeers);
+    assert_eq!((holds(&e, 1), holds(&e, 2)), (Some(500), Some(500)));
+    // 2's demand drops a little: 1 could have 550, 10 % more: kept, nothing sent to 1.
+    e.report(1, &[usage(&big, 500, 1000)], 1000);
+    e.report(2, &[usage(&big, 400, 1000)], 1000);
+    let out = e.tick(1000, &NoPeers);
+    assert_eq!(holds(&e, 1), Some(500));
+    assert!(strategy_of(&out, 1).is_none(), "{out:?}");
+    // 1 slows down (367 a second over its reports) while 2 asks for much more: 1's share
+    // falls under its bucket, which is replaced at once.
+    e.report(1, &[usage(&big, 100, 1000)], 2000);
+    e.report(2, &[usage(&big, 5000, 1000)], 2000);
+    let out = e.tick(2000, &NoPeers);
+    assert!(strategy_of(&out, 1).is_some(), "{out:?}");
+    assert!(holds(&e, 1) < Some(500));
+    // The refresh of a kept bucket re-sends the kept one.
+    let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
+    e.connect(1, "d", None);
+    e.connect(2, "d", None);
+    e.report(1, &[usage(&big, 500, 1000)], 0);
+    e.report(2, &[usage(&big, 500, 1000)], 0);
+    e.tick(0, &NoPeers);
+    e.report(2, &[usage(&big, 400, 1000)], 1000);
+    e.tick(1000, &NoPeers);
+    let out = e.tick(10_000, &NoPeers);
+    let tb = |n| {
+        Strategy::TokenBucket(TokenBucket {
+            max_tokens: n,
+            tokens_per_fill: n,
+            fill_interval_secs: 1,
+        })
+    };
+    assert_eq!(strategy_of(&out, 1), Some(tb(500)), "{out:?}");
 }
 
 #[test]

@@ -401,5 +401,10 @@ pub(super) fn rlqs_settings<F: Fn(&str) -> Option<String>>(
         abandon_after_secs: secs("RLQS_ABANDON_AFTER", d.abandon_after_secs, 1)?,
         demand_window_secs: secs("RLQS_DEMAND_WINDOW", d.demand_window_secs, 1)?,
         floor_permille,
+        change_permille: env.number(
+            "RLQS_CHANGE_PERMILLE",
+            d.change_permille,
+            "a number of thousandths",
+        )?,
     })
 }

@@ -309,6 +309,7 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
         ("RLQS_ABANDON_AFTER", "10m"),
         ("RLQS_DEMAND_WINDOW", "15s"),
         ("RLQS_FLOOR_PERMILLE", "50"),
+        ("RLQS_CHANGE_PERMILLE", "0"),
     ])
     .unwrap()
     .rlqs;
@@ -321,6 +322,7 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
             abandon_after_secs: 600,
             demand_window_secs: 15,
             floor_permille: 50,
+            change_permille: 0,
         }
     );
     for (name, bad) in [
