@@ -8,7 +8,7 @@ use proptest::prelude::{
 };
 use proptest::strategy::Strategy as Gen;
 
-use super::super::share::{SCALE, fair_shares, token_bucket, within};
+use super::super::share::{SCALE, fair_shares, local_budget, token_bucket, within};
 use super::super::*;
 use super::{bucket, rules};
 
@@ -213,5 +213,26 @@ proptest! {
                 );
             }
         }
+    }
+
+    #[test]
+    fn replicas_local_budgets_never_add_up_past_the_budget(
+        budget in 0u64..10_000_000,
+        replicas in proptest::collection::vec((0u64..20, 0u64..5_000_000), 1..6),
+        floor_permille in 0u64..=1000,
+    ) {
+        // Each replica sees the others' total, as a shared aggregate would show it.
+        let (streams, demand) = replicas
+            .iter()
+            .fold((0, 0), |(s, d), (rs, rd)| (s + rs, d + rd));
+        let total: u64 = replicas
+            .iter()
+            .filter(|(s, _)| *s > 0)
+            .map(|&(s, d)| {
+                let elsewhere = Elsewhere { streams: streams - s, demand: demand - d };
+                local_budget(budget, s, d, elsewhere, floor_permille)
+            })
+            .sum();
+        prop_assert!(total <= budget, "{total} > {budget}");
     }
 }
