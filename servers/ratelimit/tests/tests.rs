@@ -7,6 +7,7 @@ mod check_config;
 mod common;
 mod connections;
 mod envoy;
+mod envoy_rlqs;
 mod fuzz_corpus;
 mod grpc_face;
 mod health_states;
