@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
-use crate::common::{channel, start};
+use crate::common::{channel, request, start};
 
 const RULES: &str = "domain: q\ndescriptors:\n  - key: name\n    rate_limit: {unit: minute, requests_per_unit: 10}\n  - key: name\n    value: closed\n    rate_limit: {unit: minute, requests_per_unit: 0}\n  - key: name\n    value: open\n    rate_limit: {unlimited: true}\n";
 
@@ -148,6 +148,21 @@ async fn rlqs_streams_get_assignments_and_share_a_limit() {
         panic!("{msg:?}")
     };
     assert_eq!(q.rate_limit_strategy, blanket(AllowAll));
+
+    // Counted: two streams, five reports, and (at least) the six assignments seen here.
+    let stats = request(srv.debug, "GET", "/stats", b"").text();
+    let value = |name: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("ratelimit_server.RLQS.{name}: ")))
+            .unwrap_or_else(|| panic!("{name} in {stats}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("streams"), 2);
+    assert_eq!(value("reports"), 5);
+    assert!(value("assignments") >= 6, "{stats}");
+    assert_eq!(value("abandons"), 0);
 }
 
 #[tokio::test]

@@ -39,9 +39,25 @@ struct Hub {
     started: Instant,
     next_stream: AtomicU64,
     state: Mutex<State>,
+    counters: Arc<Counters>,
+}
+
+/// `ratelimit_server.RLQS.*` counters.
+struct Counters {
+    /// Streams opened.
+    streams: Arc<AtomicU64>,
+    /// Bucket usage reports received.
+    reports: Arc<AtomicU64>,
+    /// Assignments sent.
+    assignments: Arc<AtomicU64>,
+    /// Abandons sent.
+    abandons: Arc<AtomicU64>,
+    /// Messages dropped on a full or closed outbox (the next refresh repeats them).
+    dropped: Arc<AtomicU64>,
 }
 
 struct State {
+    counters: Arc<Counters>,
     engine: QuotaEngine,
     /// The limiter's rules the engine was last given (compared by pointer).
     rules: Option<Arc<RuleSet>>,
@@ -56,11 +72,22 @@ impl RlqsService {
             rules.clone().unwrap_or_else(|| Arc::new(RuleSet::empty())),
             settings,
         );
+        let stats = app.limiter.stats();
+        let counter = |name: &str| stats.counter(&format!("ratelimit_server.RLQS.{name}"));
+        let counters = Arc::new(Counters {
+            streams: counter("streams"),
+            reports: counter("reports"),
+            assignments: counter("assignments"),
+            abandons: counter("abandons"),
+            dropped: counter("dropped"),
+        });
         RlqsService(Arc::new(Hub {
             app,
             started: Instant::now(),
             next_stream: AtomicU64::new(1),
+            counters: counters.clone(),
             state: Mutex::new(State {
+                counters,
                 engine,
                 rules,
                 outboxes: HashMap::new(),
@@ -145,6 +172,9 @@ impl Hub {
                 })
             })
             .collect();
+        self.counters
+            .reports
+            .fetch_add(usages.len() as u64, Relaxed);
         st.engine.report(id, &usages, now);
         st.dispatch(now);
         Ok(())
@@ -164,10 +194,19 @@ impl State {
             let Some(out) = self.outboxes.get(&id) else {
                 continue;
             };
+            let abandons = actions
+                .iter()
+                .filter(|a| matches!(a, Action::Abandon { .. }))
+                .count() as u64;
+            let assignments = actions.len() as u64 - abandons;
             let msg = rlqs::RateLimitQuotaResponse {
                 bucket_action: actions.into_iter().map(action_to_pb).collect(),
             };
-            if out.try_send(Ok(msg)).is_err() {
+            if out.try_send(Ok(msg)).is_ok() {
+                self.counters.assignments.fetch_add(assignments, Relaxed);
+                self.counters.abandons.fetch_add(abandons, Relaxed);
+            } else {
+                self.counters.dropped.fetch_add(1, Relaxed);
                 log::log(
                     Level::Debug,
                     &format!("RLQS stream {id}: outbox full or closed, actions dropped"),
@@ -257,6 +296,7 @@ impl rlqs::rate_limit_quota_service_server::RateLimitQuotaService for RlqsServic
         let mut inbound = request.into_inner();
         let hub = self.0.clone();
         let id = hub.next_stream.fetch_add(1, Relaxed);
+        hub.counters.streams.fetch_add(1, Relaxed);
         let (tx, rx) = mpsc::channel(OUTBOX);
         hub.lock().outboxes.insert(id, tx.clone());
         tokio::spawn(async move {
