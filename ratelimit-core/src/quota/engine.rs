@@ -21,6 +21,8 @@ pub struct QuotaEngine {
     settings: QuotaSettings,
     streams: BTreeMap<StreamId, Stream>,
     buckets: BTreeMap<(String, BucketId), Bucket>,
+    /// Buckets that gained a subscriber since the last tick.
+    fresh: BTreeSet<(String, BucketId)>,
 }
 
 #[derive(Debug)]
@@ -76,6 +78,7 @@ impl QuotaEngine {
             settings: settings.normalized(),
             streams: BTreeMap::new(),
             buckets: BTreeMap::new(),
+            fresh: BTreeSet::new(),
         }
     }
 
@@ -141,6 +144,7 @@ impl QuotaEngine {
         for u in usages {
             let sub = st.subs.entry(u.bucket.clone()).or_insert_with(|| {
                 let key = (st.domain.clone(), u.bucket.clone());
+                self.fresh.insert(key.clone());
                 let b = self.buckets.entry(key).or_insert_with(|| Bucket {
                     policy: policy(&self.rules, &st.domain, &u.bucket, self.settings.no_match),
                     subscribers: BTreeSet::new(),
@@ -179,9 +183,33 @@ impl QuotaEngine {
     /// shares, and returns per stream (in stream order) the actions to send: abandons,
     /// new or changed assignments, and unchanged ones due for a refresh.
     pub fn tick(&mut self, now_ms: u64, peers: &dyn Peers) -> Vec<(StreamId, Vec<Action>)> {
+        self.fresh.clear();
+        self.decide(now_ms, peers, None)
+    }
+
+    /// [`QuotaEngine::tick`] for only the buckets that gained a subscriber since the last
+    /// tick: what a report needs answered at once (a new subscription's assignment, and the
+    /// smaller shares of the bucket's other streams). Demand shifts, refreshes and abandons
+    /// wait for the next full tick, which the caller runs every second or so.
+    pub fn tick_fresh(&mut self, now_ms: u64, peers: &dyn Peers) -> Vec<(StreamId, Vec<Action>)> {
+        if self.fresh.is_empty() {
+            return Vec::new();
+        }
+        let fresh = std::mem::take(&mut self.fresh);
+        self.decide(now_ms, peers, Some(&fresh))
+    }
+
+    fn decide(
+        &mut self,
+        now_ms: u64,
+        peers: &dyn Peers,
+        only: Option<&BTreeSet<(String, BucketId)>>,
+    ) -> Vec<(StreamId, Vec<Action>)> {
         let mut out: BTreeMap<StreamId, Vec<Action>> = BTreeMap::new();
-        self.abandon_idle(now_ms, &mut out);
-        let desired = self.desired(now_ms, peers);
+        if only.is_none() {
+            self.abandon_idle(now_ms, &mut out);
+        }
+        let desired = self.desired(now_ms, peers, only);
         let ttl_secs = self.settings.assignment_ttl_secs;
         let refresh_ms = self.settings.refresh_secs * 1000;
         let change = self.settings.change_permille;
@@ -243,13 +271,22 @@ impl QuotaEngine {
         }
     }
 
-    /// Every subscription's strategy and share as of `now_ms`; forgets buckets nobody
-    /// subscribes to or holds a share of any more.
-    fn desired(&mut self, now_ms: u64, peers: &dyn Peers) -> Vec<Desired> {
+    /// Every subscription's strategy and share as of `now_ms` (in the buckets of `only`,
+    /// when given); forgets buckets nobody subscribes to or holds a share of any more.
+    fn desired(
+        &mut self,
+        now_ms: u64,
+        peers: &dyn Peers,
+        only: Option<&BTreeSet<(String, BucketId)>>,
+    ) -> Vec<Desired> {
         let mut desired = Vec::new();
         let floor = self.settings.floor_permille;
         let window_ms = self.settings.demand_window_secs * 1000;
-        self.buckets.retain(|(domain, bucket), b| {
+        self.buckets.retain(|key, b| {
+            if only.is_some_and(|only| !only.contains(key)) {
+                return true;
+            }
+            let (domain, bucket) = key;
             b.held.retain(|h| h.until_ms > now_ms);
             if b.subscribers.is_empty() {
                 return !b.held.is_empty();

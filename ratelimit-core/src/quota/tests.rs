@@ -283,6 +283,27 @@ fn small_increases_keep_the_bucket_and_decreases_are_sent_at_once() {
 }
 
 #[test]
+fn a_report_is_answered_for_its_new_buckets_only() {
+    let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
+    let x = bucket(&[("name", "x")]);
+    let open = bucket(&[("name", "open")]);
+    e.connect(1, "d", None);
+    e.report(1, &[usage(&x, 1, 0)], 0);
+    assert_eq!(e.tick_fresh(0, &NoPeers)[0].1.len(), 1);
+    // Nothing new: nothing to say until the full tick.
+    e.report(1, &[usage(&x, 100, 5000)], 5000);
+    assert!(e.tick_fresh(5000, &NoPeers).is_empty());
+    // A second stream on x: both hear of it at once; open is new for stream 1.
+    e.connect(2, "d", None);
+    e.report(2, &[usage(&x, 1, 0)], 5000);
+    e.report(1, &[usage(&open, 1, 0)], 5000);
+    let out = e.tick_fresh(5000, &NoPeers);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0].1.len(), 2, "{out:?}");
+    assert!(e.tick_fresh(5000, &NoPeers).is_empty());
+}
+
+#[test]
 fn idle_buckets_are_abandoned() {
     let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
     let b = bucket(&[("name", "x")]);

@@ -132,7 +132,7 @@ impl Hub {
                 .set_rules(rules.clone().unwrap_or_else(|| Arc::new(RuleSet::empty())));
             st.rules = rules;
         }
-        st.dispatch(now);
+        st.dispatch(now, false);
     }
 
     /// One message of a stream: its domain (first message) and usage reports.
@@ -176,7 +176,7 @@ impl Hub {
             .reports
             .fetch_add(usages.len() as u64, Relaxed);
         st.engine.report(id, &usages, now);
-        st.dispatch(now);
+        st.dispatch(now, true);
         Ok(())
     }
 
@@ -188,9 +188,15 @@ impl Hub {
 }
 
 impl State {
-    /// Runs the engine and hands each stream its actions, in one message per stream.
-    fn dispatch(&mut self, now: u64) {
-        for (id, actions) in self.engine.tick(now, &NoPeers) {
+    /// Runs the engine (for the buckets that gained a subscriber only, when `fresh`) and
+    /// hands each stream its actions, in one message per stream.
+    fn dispatch(&mut self, now: u64, fresh: bool) {
+        let decided = if fresh {
+            self.engine.tick_fresh(now, &NoPeers)
+        } else {
+            self.engine.tick(now, &NoPeers)
+        };
+        for (id, actions) in decided {
             let Some(out) = self.outboxes.get(&id) else {
                 continue;
             };
