@@ -32,6 +32,7 @@ pub mod json;
 pub mod limiter;
 pub mod local_cache;
 pub mod prescan;
+pub mod quota;
 pub mod rules;
 pub mod stats;
 pub mod store;

@@ -467,10 +467,12 @@ pub fn wildcard_match(pattern: &str, s: &str) -> bool {
     rest.ends_with(last)
 }
 
+mod bucket;
 mod compile;
 mod limit;
 #[cfg(test)]
 mod tests;
 
+pub use bucket::MAX_BUCKET_ENTRIES;
 use compile::Compiler;
 pub use limit::Limit;

@@ -5,3 +5,4 @@ mod fixtures;
 mod fuzz_corpus;
 mod limits;
 mod properties;
+mod quota_matching;

@@ -5,7 +5,9 @@
 //! null service.
 
 mod engine;
+mod rlqs;
 mod service;
 
 pub use engine::{Ageing, Connections, GrpcListener, conn_threads_for, serve_grpc};
+pub use rlqs::{RlqsService, action_to_pb};
 pub use service::{GrpcRoutes, RlsService, routes};

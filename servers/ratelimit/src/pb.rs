@@ -36,6 +36,11 @@ pub mod envoy {
                 include!("pb/envoy.service.discovery.v3.rs");
             }
         }
+        pub mod rate_limit_quota {
+            pub mod v3 {
+                include!("pb/envoy.service.rate_limit_quota.v3.rs");
+            }
+        }
     }
 }
 
@@ -56,4 +61,5 @@ pub mod ratelimit {
 }
 
 pub use envoy::extensions::common::ratelimit::v3 as descriptor;
+pub use envoy::service::rate_limit_quota::v3 as rlqs;
 pub use envoy::service::ratelimit::v3 as rls;

@@ -14,7 +14,7 @@ use test_support::process::{Capture, Proc};
 
 use crate::common::{Server, request_with, start, temp_dir};
 
-fn envoy_binary() -> Option<PathBuf> {
+pub fn envoy_binary() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("ENVOY_BIN") {
         return Some(PathBuf::from(p));
     }
@@ -27,9 +27,9 @@ fn envoy_binary() -> Option<PathBuf> {
 }
 
 /// Envoy, killed by PID when dropped.
-struct Envoy {
+pub struct Envoy {
     _proc: Proc,
-    listener: SocketAddr,
+    pub listener: SocketAddr,
 }
 
 fn config(rls_grpc: &str, backend: SocketAddr, fail_closed: bool) -> String {
@@ -93,7 +93,7 @@ admin:
     )
 }
 
-fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
+pub fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
     let dir = temp_dir("envoy");
     let cfg = dir.join("envoy.yaml");
     std::fs::write(&cfg, yaml).unwrap();

@@ -7,6 +7,7 @@ fn main() {
     let files = [
         "envoy/service/ratelimit/v3/rls.proto",
         "envoy/service/discovery/v3/discovery.proto",
+        "envoy/service/rate_limit_quota/v3/rlqs.proto",
         "ratelimit/config/ratelimit/v3/rls_conf.proto",
     ];
     let fds = protox::compile(files.map(|f| root.join(f)), [root]).expect("protos compile");

@@ -101,8 +101,8 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
             a = accept(&listener) => a,
             _ = shutdown.changed() => break,
         };
-        let io = match accepted {
-            Ok(io) => io,
+        let (io, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tokio::time::sleep(conns.gate.accept_failed(&e, &mut backoff)).await;
                 continue;
@@ -112,7 +112,7 @@ pub async fn serve_grpc<T: rls::rate_limit_service_server::RateLimitService>(
         let Some(ticket) = conns.gate.admit() else {
             continue;
         };
-        let routes = routes.for_connection();
+        let routes = routes.for_connection(peer);
         let shutdown = shutdown.clone();
         let tls = tls.as_ref().map(|t| t.load_full());
         let thread = threads.least_busy();
@@ -200,14 +200,15 @@ impl Unregistered {
     }
 }
 
-async fn accept(l: &GrpcListener) -> std::io::Result<Unregistered> {
+/// An accepted socket, with the peer's address on TCP.
+async fn accept(l: &GrpcListener) -> std::io::Result<(Unregistered, Option<std::net::IpAddr>)> {
     match l {
         GrpcListener::Tcp(l) => {
-            let (s, _) = l.accept().await?;
+            let (s, addr) = l.accept().await?;
             let _ = s.set_nodelay(true);
-            Ok(Unregistered::Tcp(s.into_std()?))
+            Ok((Unregistered::Tcp(s.into_std()?), Some(addr.ip())))
         }
-        GrpcListener::Unix(l) => Ok(Unregistered::Unix(l.accept().await?.0.into_std()?)),
+        GrpcListener::Unix(l) => Ok((Unregistered::Unix(l.accept().await?.0.into_std()?), None)),
     }
 }
 

@@ -1,7 +1,9 @@
-//! The service adapter: `ShouldRateLimit` answered from the [`App`]'s limiter, gRPC health
+//! The service adapter: `ShouldRateLimit` answered from the [`App`]'s limiter, RLQS streams
+//! (routed to [`super::rlqs`]), gRPC health
 //! mirrored from the app's health, and the routing of a request path to either. It only
 //! translates; connections are the engine's ([`super::engine`]).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::Poll;
@@ -108,10 +110,16 @@ pub async fn routes(app: Arc<App>) -> GrpcRoutes<RlsService> {
     });
     let refused = app.limiter.stats().service_error.clone();
     let limits = app.settings.request_limits;
-    GrpcRoutes::new(RlsService::new(app), Routes::new(health_service).prepare())
-        .with_request_limits(limits, refused)
+    let rlqs = super::rlqs::RlqsService::new(app.clone(), app.settings.rlqs.clone());
+    rlqs.spawn_ticker();
+    let rest = Routes::new(health_service)
+        .add_service(RlqsServer::new(rlqs))
+        .prepare();
+    GrpcRoutes::new(RlsService::new(app), rest).with_request_limits(limits, refused)
 }
 
+type RlqsServer<T> =
+    crate::pb::rlqs::rate_limit_quota_service_server::RateLimitQuotaServiceServer<T>;
 type RlsServer<T> = rls::rate_limit_service_server::RateLimitServiceServer<T>;
 
 /// The gRPC port's services. Decisions go straight to the rate limit service; every other
@@ -128,7 +136,14 @@ struct Routing<T> {
     /// The rate limit service's other paths (`UNIMPLEMENTED`).
     rls_server: RlsServer<T>,
     rest: Routes,
+    /// The connection's peer (TCP), handed to the services behind `rest` as [`PeerIp`].
+    peer: Option<IpAddr>,
 }
+
+/// The peer address of the connection a request came on, in the request's extensions for
+/// the services behind tonic's `Routes` (RLQS names an Envoy by it).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerIp(pub IpAddr);
 
 impl<T> Clone for GrpcRoutes<T> {
     fn clone(&self) -> Self {
@@ -142,33 +157,35 @@ impl<T: rls::rate_limit_service_server::RateLimitService> GrpcRoutes<T> {
     pub fn new(rls: T, rest: Routes) -> Self {
         let rls = Arc::new(rls);
         let codec = LimitedCodec::new(RequestLimits::DEFAULT, Arc::default());
-        GrpcRoutes::of(rls, codec, rest)
+        GrpcRoutes::of(rls, codec, rest, None)
     }
 
-    fn of(rls: Arc<T>, codec: LimitedCodec, rest: Routes) -> Self {
+    fn of(rls: Arc<T>, codec: LimitedCodec, rest: Routes, peer: Option<IpAddr>) -> Self {
         GrpcRoutes(Arc::new(Routing {
             rls_server: RlsServer::from_arc(rls.clone()),
             rls,
             codec,
             rest,
+            peer,
         }))
     }
 
     /// Holds requests to `limits`, counting those refused in `refused`.
     pub fn with_request_limits(self, limits: RequestLimits, refused: Arc<AtomicU64>) -> Self {
         let codec = LimitedCodec::new(limits, refused);
-        GrpcRoutes::of(self.0.rls.clone(), codec, self.0.rest.clone())
+        GrpcRoutes::of(self.0.rls.clone(), codec, self.0.rest.clone(), self.0.peer)
     }
 
     /// The routes for one connection. hyper clones them for every call, and every clone
     /// bumps a reference count: one of this connection's only, rather than counts that
     /// every connection thread shares and passes between cores (slower when shared:
     /// docs/benchmarks.md).
-    pub(super) fn for_connection(&self) -> Self {
+    pub(super) fn for_connection(&self, peer: Option<IpAddr>) -> Self {
         GrpcRoutes::of(
             self.0.rls.clone(),
             self.0.codec.for_connection(),
             self.0.rest.clone(),
+            peer,
         )
     }
 }
@@ -211,7 +228,7 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         let path = req.uri().path();
         if path == rls_call::PATH {
             let call = ShouldRateLimit(self.clone());
@@ -220,6 +237,9 @@ where
         } else if is_rls_path(path) {
             self.0.rls_server.clone().call(req)
         } else {
+            if let Some(ip) = self.0.peer {
+                req.extensions_mut().insert(PeerIp(ip));
+            }
             Box::pin(self.0.rest.clone().call(req))
         }
     }

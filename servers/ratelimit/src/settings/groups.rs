@@ -353,3 +353,58 @@ pub(super) fn memcache_settings<F: Fn(&str) -> Option<String>>(
         timeout: env.duration("MEMCACHE_TIMEOUT", Duration::from_secs(1))?,
     })
 }
+
+/// `RLQS_*`: the quota service's knobs (docs/rlqs.md). Durations in whole seconds.
+pub(super) fn rlqs_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+) -> Result<ratelimit_core::quota::QuotaSettings, SettingsError> {
+    use ratelimit_core::quota::{NoMatch, QuotaSettings};
+    let d = QuotaSettings::default();
+    let no_match_raw = env.string("RLQS_NO_MATCH", "ALLOW_ALL");
+    let no_match = match no_match_raw.to_ascii_uppercase().as_str() {
+        "ALLOW_ALL" => NoMatch::AllowAll,
+        "DENY_ALL" => NoMatch::DenyAll,
+        _ => return Err(env.err("RLQS_NO_MATCH", &no_match_raw, "ALLOW_ALL or DENY_ALL")),
+    };
+    let secs = |name: &str, default: u64, min: u64| -> Result<u64, SettingsError> {
+        let v = env.duration(name, Duration::from_secs(default))?;
+        if v.subsec_nanos() != 0 || v.as_secs() < min {
+            return Err(env.err(
+                name,
+                &env.string(name, ""),
+                &format!("whole seconds, at least {min}s"),
+            ));
+        }
+        Ok(v.as_secs())
+    };
+    let ttl = secs("RLQS_ASSIGNMENT_TTL", d.assignment_ttl_secs, 2)?;
+    let refresh = secs("RLQS_REFRESH_INTERVAL", d.refresh_secs, 1)?;
+    if refresh >= ttl {
+        return Err(env.err(
+            "RLQS_REFRESH_INTERVAL",
+            &env.string("RLQS_REFRESH_INTERVAL", ""),
+            "less than RLQS_ASSIGNMENT_TTL",
+        ));
+    }
+    let floor_permille = env.number("RLQS_FLOOR_PERMILLE", d.floor_permille, "0 to 1000")?;
+    if floor_permille > 1000 {
+        return Err(env.err(
+            "RLQS_FLOOR_PERMILLE",
+            &floor_permille.to_string(),
+            "0 to 1000",
+        ));
+    }
+    Ok(QuotaSettings {
+        no_match,
+        assignment_ttl_secs: ttl,
+        refresh_secs: refresh,
+        abandon_after_secs: secs("RLQS_ABANDON_AFTER", d.abandon_after_secs, 1)?,
+        demand_window_secs: secs("RLQS_DEMAND_WINDOW", d.demand_window_secs, 1)?,
+        floor_permille,
+        change_permille: env.number(
+            "RLQS_CHANGE_PERMILLE",
+            d.change_permille,
+            "a number of thousandths",
+        )?,
+    })
+}

@@ -18,7 +18,9 @@ mod env;
 mod groups;
 
 pub use env::{Env, parse_go_duration};
-use groups::{memcache_settings, port_settings, redis_settings, stats_sink, tracing_settings};
+use groups::{
+    memcache_settings, port_settings, redis_settings, rlqs_settings, stats_sink, tracing_settings,
+};
 
 /// A setting that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +200,8 @@ pub struct Settings {
     pub xds_backoff_jitter: bool,
     /// `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES` (0 = gRPC's 4 MiB).
     pub xds_max_msg_size: usize,
+    /// `RLQS_*`: the Rate Limit Quota Service's knobs.
+    pub rlqs: ratelimit_core::quota::QuotaSettings,
 }
 
 /// The one statistics sink in use.
@@ -438,6 +442,7 @@ impl Settings {
                 f
             },
             xds_backoff_jitter: env.boolean("XDS_CLIENT_BACKOFF_JITTER", true)?,
+            rlqs: rlqs_settings(&env)?,
             xds_max_msg_size: env.number(
                 "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
                 0,

@@ -297,3 +297,43 @@ fn worker_threads_default_to_the_cpus_and_reject_zero() {
         assert!(e.to_string().contains("TOKIO_WORKER_THREADS"), "{e}");
     }
 }
+
+#[test]
+fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
+    use ratelimit_core::quota::{NoMatch, QuotaSettings};
+    assert_eq!(with(&[]).unwrap().rlqs, QuotaSettings::default());
+    let s = with(&[
+        ("RLQS_NO_MATCH", "deny_all"),
+        ("RLQS_ASSIGNMENT_TTL", "1m"),
+        ("RLQS_REFRESH_INTERVAL", "20s"),
+        ("RLQS_ABANDON_AFTER", "10m"),
+        ("RLQS_DEMAND_WINDOW", "15s"),
+        ("RLQS_FLOOR_PERMILLE", "50"),
+        ("RLQS_CHANGE_PERMILLE", "0"),
+    ])
+    .unwrap()
+    .rlqs;
+    assert_eq!(
+        s,
+        QuotaSettings {
+            no_match: NoMatch::DenyAll,
+            assignment_ttl_secs: 60,
+            refresh_secs: 20,
+            abandon_after_secs: 600,
+            demand_window_secs: 15,
+            floor_permille: 50,
+            change_permille: 0,
+        }
+    );
+    for (name, bad) in [
+        ("RLQS_NO_MATCH", "maybe"),
+        ("RLQS_ASSIGNMENT_TTL", "1500ms"),
+        ("RLQS_ASSIGNMENT_TTL", "1s"),
+        ("RLQS_REFRESH_INTERVAL", "30s"),
+        ("RLQS_ABANDON_AFTER", "0"),
+        ("RLQS_FLOOR_PERMILLE", "1001"),
+    ] {
+        let e = with(&[(name, bad)]).unwrap_err();
+        assert!(e.to_string().contains(name), "{e}");
+    }
+}
