@@ -1,7 +1,8 @@
 //! A sliding window or a token bucket alone in its group (one limit per descriptor, the
 //! common case) gets a script of its own: a `GET`, plain arithmetic on Lua's doubles and a
-//! `SET` when admitted. The group script's decimal-text arithmetic made every call cost
-//! Redis about 8 µs; these cost a fraction of it (docs/benchmarks.md, issue #27).
+//! `SET` when admitted. Through the group script's decimal-text arithmetic a decision cost
+//! Redis 80k (bucket) and 68k (sliding window) instructions; through these, 38k and 47k
+//! (`benches/callgrind-redis.sh`, docs/benchmarks.md).
 //!
 //! Each answers exactly as the memory store's `decide_state` does, and reads and writes
 //! the group script's values (a bucket's TAT in µs as decimal text, a sliding window's
@@ -42,41 +43,45 @@ if not v or #v < #now or (#v == #now and v <= now) then
   return v or ''
 end
 if fresh == '' then return v end
-local tat = tonumber(now)
+local tat = now + 0
 if string.find(v, '^%d+$') then
-  local t = tonumber(v)
+  local t = v + 0
   if t >= 9007199254740992 then
     local d = string.match(v, '^0*(%d+)$')
     if #d > 20 or (#d == 20 and d > '18446744073709551615') then t = 0 end
   end
   if t > tat then tat = t end
 end
-local after = tat + (tonumber(fresh) - tonumber(now))
-if after <= tonumber(ARGV[4]) then
+local after = tat + (fresh - now)
+if after <= ARGV[4] + 0 then
   redis.call('SET', KEYS[1], string.format('%.0f', after), 'EX', ARGV[2])
 end
 return v
 "#;
 
 /// [`LONE_BUCKET`]'s SHA-1.
-pub const LONE_BUCKET_SHA: &str = "85e78e5f7c8c8752a292f393c8663fe3142edc9e";
+pub const LONE_BUCKET_SHA: &str = "b84f8a31fa0e85e2a382b66781022020513b3d61";
 
 /// A lone sliding window. `KEYS[1]`: the window. `ARGV`: `start before weight hits limit
 /// ttl`, as the group script's `s` (the same text for `start` and `before`, the same
 /// weight, the same arithmetic); the previous window's count is written back as the
 /// text it was. Answers the stored value as it was (empty for none), from which the
 /// caller reads the two counts as the script did and answers with [`slide`].
+///
+/// Both scripts turn text into numbers by arithmetic (`c + 0`): the very conversion
+/// `tonumber` makes, without a function call, which costs Redis about a thousand
+/// instructions each (callgrind).
 pub const LONE_SLIDE: &str = r#"-- ratelimit: a sliding window alone in its group
 local v = redis.call('GET', KEYS[1]) or ''
 local s, c, p = string.match(v, '^(%d+):(%d+):(%d+)$')
 local cur, prev, keep = 0, 0, '0'
 if s == ARGV[1] then
-  cur, prev, keep = tonumber(c), tonumber(p), p
+  cur, prev, keep = c + 0, p + 0, p
 elseif s == ARGV[2] then
-  prev, keep = tonumber(c), c
+  prev, keep = c + 0, c
 end
-local hits = tonumber(ARGV[4])
-if cur + prev * tonumber(ARGV[3]) + hits <= tonumber(ARGV[5]) then
+local hits = ARGV[4] + 0
+if cur + prev * ARGV[3] + hits <= ARGV[5] + 0 then
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', cur + hits) .. ':' ..
     keep, 'EX', ARGV[6])
 end
@@ -84,7 +89,7 @@ return v
 "#;
 
 /// [`LONE_SLIDE`]'s SHA-1.
-pub const LONE_SLIDE_SHA: &str = "454f6eae4a9d999cb81c3f425e991afaf44df83c";
+pub const LONE_SLIDE_SHA: &str = "8a04e327b6bb6beb99b83f997d22f2cccd9044c2";
 
 const BUCKET: Script = Script {
     body: LONE_BUCKET,
