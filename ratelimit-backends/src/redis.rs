@@ -7,8 +7,9 @@
 //! may go to a second instance.
 //!
 //! Sliding windows, token buckets and the joint limits of a `rate_limits` list go as one
-//! call of the group script per group (`redis/scripts.rs`), queued beside the request's
-//! other calls so that the request still costs one round trip.
+//! script call per group, queued beside the request's other calls so that the request
+//! still costs one round trip: a lone sliding window or bucket through a script of its own
+//! (`redis/lone.rs`), anything else through the group script (`redis/scripts.rs`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
@@ -21,14 +22,17 @@ use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
 use tokio::sync::Semaphore;
 
 mod commands;
+mod eval;
+mod lone;
 mod scripts;
 mod settings;
 
 pub use commands::{INCR_EXPIRE, INCR_EXPIRE_SHA};
 use commands::{
-    group_fred, group_mux, incr_expire, incr_then_expire, incr_then_expire_mux, overflowed,
-    refuses_scripts, script_args, split_increment,
+    incr_expire, incr_then_expire, incr_then_expire_mux, overflowed, refuses_scripts, script_args,
+    split_increment,
 };
+pub use lone::{LONE_BUCKET, LONE_BUCKET_SHA, LONE_SLIDE, LONE_SLIDE_SHA};
 pub use scripts::{GROUP, GROUP_SHA};
 use settings::mux_target;
 pub use settings::{
@@ -199,20 +203,26 @@ impl Instance {
     /// Counts every item ([`Instance::count`]) within the timeout and a pipeline slot;
     /// `out[i]` gets the count of `items[i]`.
     async fn increment(&self, items: &[&Increment], out: &mut [u64]) -> Result<(), StoreError> {
+        let timed = self.mux.is_none();
+        if let [inc] = items {
+            if matches!(inc.op, ratelimit_core::Op::Window { .. }) {
+                out[0] = self.run(timed, self.count(inc)).await?.max(0) as u64;
+            } else {
+                // A lone sliding window or bucket, the common case: straight to its script.
+                self.run(timed, self.count_group(items, out)).await?;
+            }
+            return Ok(());
+        }
         if items
             .iter()
             .any(|i| i.joint || !matches!(i.op, ratelimit_core::Op::Window { .. }))
         {
             return Box::pin(self.increment_groups(items, out)).await;
         }
-        if let ([inc], [n]) = (items, &mut *out) {
-            *n = self.run(self.mux.is_none(), self.count(inc)).await?.max(0) as u64;
-            return Ok(());
-        }
         // Queued side by side, they share the connection's writes.
         let values = self
             .run(
-                self.mux.is_none(),
+                timed,
                 futures_util::future::try_join_all(items.iter().map(|inc| self.count(inc))),
             )
             .await?;
@@ -223,75 +233,35 @@ impl Instance {
     }
 
     /// [`Instance::increment`] for a batch with sliding windows, buckets or joint groups:
-    /// one call per group (fixed windows alone as always, the rest through the group
-    /// script), all queued side by side as one round trip.
+    /// one call per group (fixed windows alone as always, the rest through a script,
+    /// `Instance::count_group` in `redis/eval.rs`), all queued side by side as one round
+    /// trip. Each call writes its group's own part of `out`.
     async fn increment_groups(
         &self,
         items: &[&Increment],
         out: &mut [u64],
     ) -> Result<(), StoreError> {
-        let groups = ref_groups(items);
-        let calls = groups.iter().map(|g| async move {
-            let group = &items[g.clone()];
-            if scripts::is_plain(group) {
-                Ok(vec![self.count(group[0]).await?.max(0) as u64])
-            } else {
-                self.count_group(group).await
-            }
-        });
-        let answers = self
-            .run(
-                self.mux.is_none(),
-                futures_util::future::try_join_all(calls),
-            )
-            .await?;
-        for (o, v) in out.iter_mut().zip(answers.into_iter().flatten()) {
-            *o = v;
-        }
-        Ok(())
-    }
-
-    /// One group through the group script (`redis/scripts.rs`). A Redis that refuses
-    /// scripts cannot decide it in one atomic step: that is an error, not a fallback.
-    async fn count_group(&self, group: &[&Increment]) -> Result<Vec<u64>, Error> {
-        let refused = |why: &str| {
-            Error::new(
-                fred::error::ErrorKind::Unknown,
-                format!(
-                    "redis {} refuses scripts ({why}): sliding_window, token_bucket and \
-                     rate_limits lists need them to count atomically",
-                    self.settings.url
-                ),
-            )
-        };
-        if self.scripts_refused.load(Relaxed) {
-            return Err(refused("refused before"));
-        }
-        let keys: Vec<&str> = group.iter().map(|i| i.key.as_str()).collect();
-        let args = scripts::group_args(group);
-        let line = match &self.mux {
-            Some(mux) => group_mux(mux, &keys, &args).await,
-            None => Box::pin(group_fred(self.pool.next(), &keys, &args)).await,
-        };
-        let line = match line {
-            Err(e) if refuses_scripts(e.details()) => {
-                if !self.scripts_refused.swap(true, Relaxed) {
-                    (self.warn)(&format!(
-                        "redis {} refused the group script ({}); sliding windows, token \
-                         buckets and rate_limits lists fail, fixed windows count with \
-                         INCRBY + EXPIRE",
-                        self.settings.url,
-                        e.details()
-                    ));
+        let mut rest = out;
+        let mut calls = Vec::new();
+        for g in ref_groups(items) {
+            let (answers, tail) = std::mem::take(&mut rest).split_at_mut(g.len());
+            rest = tail;
+            let group = &items[g];
+            calls.push(async move {
+                if scripts::is_plain(group) {
+                    answers[0] = self.count(group[0]).await?.max(0) as u64;
+                    Ok(())
+                } else {
+                    self.count_group(group, answers).await
                 }
-                return Err(refused(e.details()));
-            }
-            r => r?,
-        };
-        let mut answers = Vec::with_capacity(group.len());
-        scripts::answers(group, &line, &mut answers)
-            .map_err(|e| Error::new(fred::error::ErrorKind::Protocol, e))?;
-        Ok(answers)
+            });
+        }
+        self.run(
+            self.mux.is_none(),
+            futures_util::future::try_join_all(calls),
+        )
+        .await?;
+        Ok(())
     }
 
     /// One descriptor's count: upstream's `INCRBY` + `EXPIRE` over our own connection, where

@@ -29,7 +29,7 @@ pub enum Reply {
     Int(i64),
     /// `-ERR ...`: the command failed, the connection is fine.
     Error(String),
-    /// `$n` and its bytes: the group script's answers (`redis/scripts.rs`).
+    /// `$n` and its bytes: the answers of the group script and the lone ones (`redis/`).
     Bulk(Vec<u8>),
     /// `+OK`, arrays, nil: accepted on the wire, not used by the callers.
     Other,
@@ -190,13 +190,19 @@ fn one_worker_runtime() -> Option<tokio::runtime::Handle> {
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     push_header(out, b'*', args.len());
     for a in args {
-        push_header(out, b'$', a.len());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        push_bulk(out, a);
     }
 }
 
-fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
+/// Appends one bulk string.
+pub fn push_bulk(out: &mut Vec<u8>, a: &[u8]) {
+    push_header(out, b'$', a.len());
+    out.extend_from_slice(a);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a header line: `*n` for an array, `$n` for a bulk string.
+pub fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
     out.push(kind);
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     out.extend_from_slice(b"\r\n");

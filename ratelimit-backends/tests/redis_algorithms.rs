@@ -13,7 +13,7 @@ use ratelimit_core::{CounterStore, Increment, Op, Unit};
 use crate::conformance::redis_store;
 use crate::servers::{self, redis_cli, resp};
 
-fn settings(url: String, kind: RedisKind) -> RedisSettings {
+pub(crate) fn settings(url: String, kind: RedisKind) -> RedisSettings {
     RedisSettings {
         url,
         kind,
@@ -31,7 +31,7 @@ fn cluster_url(nodes: &[servers::Store]) -> String {
 }
 
 /// Microseconds since the epoch.
-fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -66,8 +66,10 @@ enum Kind {
 use Kind::{Bucket as B, Slide as S, Window as W};
 
 /// Rules as the limiter would compile them, each a list of (kind, limit). Several limits
-/// make a joint group. Odd windows and intervals give weights and TATs that are no round
-/// numbers; the last rules have TATs past 2^53 and capacities that saturate `u64`.
+/// make a joint group (the group script); a sliding window or a bucket alone goes through
+/// its lone script, but for rule 11's bucket, too slow for doubles. Odd windows and
+/// intervals give weights and TATs that are no round numbers; the last rules have TATs
+/// past 2^53 and capacities that saturate `u64`.
 const RULES: &[&[(Kind, u64)]] = &[
     &[(S(1), 5)],
     &[(
@@ -111,6 +113,14 @@ const RULES: &[&[(Kind, u64)]] = &[
         (S(1), 6),
     ],
     &[(S(1), 0)],
+    &[(S(3), 4)],
+    &[(
+        B {
+            interval_us: 333_334,
+            ttl: 3,
+        },
+        3,
+    )],
     &[(
         B {
             interval_us: 1_000_000,
@@ -199,6 +209,8 @@ async fn agree(redis: Arc<RedisStore>, seed: u64, requests: usize, flush: &dyn F
     let mut last = Instant::now();
     let values = 3;
     let (mut admitted_slides, mut admitted_buckets, mut past_f64) = (0, 0, 0);
+    // Decisions of lone sliding windows and buckets, [denied, admitted], by kind.
+    let (mut lone_slides, mut lone_buckets) = ([0; 2], [0; 2]);
     for n in 0..requests {
         let step = match rng.below(100) {
             0..=29 => 0,
@@ -216,9 +228,11 @@ async fn agree(redis: Arc<RedisStore>, seed: u64, requests: usize, flush: &dyn F
             }
         }
         let mut batch = Vec::new();
+        let mut alone = Vec::new();
         for (rule, value) in picked {
             let hits = [0, 1, 1, 1, 2, 3][rng.below(6) as usize];
             batch.extend(increments(rule, value, hits, now));
+            alone.resize(batch.len(), RULES[rule].len() == 1);
         }
         let mut want = vec![0; batch.len()];
         let mut got = vec![0; batch.len()];
@@ -227,9 +241,15 @@ async fn agree(redis: Arc<RedisStore>, seed: u64, requests: usize, flush: &dyn F
         redis.increment(secs, &batch, &mut got).await.unwrap();
         let keys: Vec<&str> = batch.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(got, want, "request {n} (seed {seed}), keys {keys:?}");
-        for (inc, c) in batch.iter().zip(&want) {
+        for ((inc, c), alone) in batch.iter().zip(&want).zip(&alone) {
             match inc.op {
-                Op::Slide { .. } if *c <= inc.limit && inc.hits > 0 => admitted_slides += 1,
+                Op::Slide { .. } if inc.hits > 0 => {
+                    let admitted = *c <= inc.limit;
+                    admitted_slides += usize::from(admitted);
+                    if *alone {
+                        lone_slides[usize::from(admitted)] += 1;
+                    }
+                }
                 Op::Bucket {
                     interval_us,
                     now_us,
@@ -239,8 +259,12 @@ async fn agree(redis: Arc<RedisStore>, seed: u64, requests: usize, flush: &dyn F
                         capacity: inc.limit,
                         refill_seconds: 1,
                     };
-                    admitted_buckets += usize::from(b.take(*c, now_us, inc.hits).admitted);
+                    let admitted = b.take(*c, now_us, inc.hits).admitted;
+                    admitted_buckets += usize::from(admitted);
                     past_f64 += usize::from(*c > 1 << 53);
+                    if *alone {
+                        lone_buckets[usize::from(admitted)] += 1;
+                    }
                 }
                 _ => {}
             }
@@ -252,8 +276,19 @@ async fn agree(redis: Arc<RedisStore>, seed: u64, requests: usize, flush: &dyn F
     // The traffic exercised both sides of each decision.
     assert!(admitted_slides > requests / 10, "{admitted_slides}");
     assert!(admitted_buckets > requests / 10, "{admitted_buckets}");
+    // Lone ones (their own scripts) too, both ways.
+    for n in lone_slides.into_iter().chain(lone_buckets) {
+        assert!(n > requests / 50, "lone {lone_slides:?} {lone_buckets:?}");
+    }
     // TATs no double holds exactly were compared too.
     assert!(past_f64 > 0, "no TAT past 2^53");
+}
+
+/// Whether Redis at `port` has run each script since the last `SCRIPT FLUSH`.
+pub(crate) fn scripts_run(port: u16) -> String {
+    use ratelimit_backends::redis::{GROUP_SHA, LONE_BUCKET_SHA, LONE_SLIDE_SHA};
+    let sha = [GROUP_SHA, LONE_BUCKET_SHA, LONE_SLIDE_SHA];
+    redis_cli(port, &[&["SCRIPT", "EXISTS"][..], &sha].concat()).replace('\n', " ")
 }
 
 #[tokio::test]
@@ -262,6 +297,11 @@ async fn redis_answers_as_the_memory_store_on_random_traffic() {
     let store = redis_store(settings(format!("127.0.0.1:{}", r.port), RedisKind::Single)).await;
     let flush = || assert_eq!(redis_cli(r.port, &["SCRIPT", "FLUSH"]), "OK");
     agree(store, 27, 1500, &flush).await;
+    assert_eq!(
+        scripts_run(r.port),
+        "1 1 1",
+        "group, lone bucket, lone slide"
+    );
 }
 
 #[tokio::test]
@@ -271,10 +311,15 @@ async fn sentinel_answers_as_the_memory_store_on_random_traffic() {
     let store = redis_store(settings(url, RedisKind::Sentinel)).await;
     let flush = || assert_eq!(redis_cli(master.port, &["SCRIPT", "FLUSH"]), "OK");
     agree(store, 272_727, 1500, &flush).await;
+    assert_eq!(
+        scripts_run(master.port),
+        "1 1 1",
+        "group, lone bucket, lone slide"
+    );
 }
 
 /// One bucket: its increment at `now_us`.
-fn take(key: &str, b: &Bucket, now_us: u64) -> Increment {
+pub(crate) fn take(key: &str, b: &Bucket, now_us: u64) -> Increment {
     Increment {
         limit: b.capacity,
         op: Op::Bucket {
@@ -493,76 +538,6 @@ async fn a_cluster_decides_each_group_in_one_script_on_its_hash_tags_master() {
     contention(store.clone()).await;
     // redis-cli -c follows the key to its master.
     denied_by_the_window(store, nodes[0].port).await;
-}
-
-/// The store calls the group script by the digest Redis computes for it.
-#[tokio::test]
-async fn the_group_script_digest_is_redis_own() {
-    let r = servers::redis();
-    assert_eq!(
-        redis_cli(
-            r.port,
-            &["SCRIPT", "LOAD", ratelimit_backends::redis::GROUP]
-        ),
-        ratelimit_backends::redis::GROUP_SHA
-    );
-}
-
-/// Without scripts, a bucket (or any group) cannot be decided in one atomic step: an
-/// error that says so, told once as a warning; fixed windows keep counting.
-#[tokio::test]
-async fn without_scripts_groups_fail_clearly_and_fixed_windows_still_count() {
-    let no_scripts = [
-        "--rename-command",
-        "EVALSHA",
-        "EVALSHA_OFF_27",
-        "--rename-command",
-        "EVAL",
-        "EVAL_OFF_27",
-    ];
-    let single = servers::redis_on(servers::free_port(), &no_scripts);
-    let (master, sentinel) = servers::redis_sentinel_with(&no_scripts);
-    for (port, s) in [
-        (
-            single.port,
-            settings(format!("127.0.0.1:{}", single.port), RedisKind::Single),
-        ),
-        (
-            master.port,
-            settings(
-                format!("mymaster,127.0.0.1:{}", sentinel.port),
-                RedisKind::Sentinel,
-            ),
-        ),
-    ] {
-        let warned = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let store = RedisStore::connect(s, None, StartupBackoff::default(), &|_| {})
-            .await
-            .unwrap()
-            .with_warnings({
-                let warned = warned.clone();
-                move |m| warned.lock().unwrap().push(m.to_owned())
-            });
-        let t = now_us();
-        let b = Bucket::new(1, 1, 1);
-        for _ in 0..2 {
-            let e = store
-                .increment(t / 1_000_000, &[take("tb", &b, t)], &mut [0])
-                .await
-                .unwrap_err();
-            assert_eq!(e.err_type, "redis_error");
-            assert!(e.message.contains("refuses scripts"), "{}", e.message);
-            assert!(e.message.contains("token_bucket"), "{}", e.message);
-        }
-        let mut c = [0];
-        let w = Increment::window("fw", 2, Unit::Minute, 60);
-        store.increment(0, &[w], &mut c).await.unwrap();
-        assert_eq!(c, [2], "port {port}");
-        assert_eq!(redis_cli(port, &["GET", "tb"]), "");
-        let warned = warned.lock().unwrap().clone();
-        assert_eq!(warned.len(), 1, "{warned:?}");
-        assert!(warned[0].contains("refused the group script"), "{warned:?}");
-    }
 }
 
 /// With a per-second instance, a lone SECOND bucket goes there; a joint group with any

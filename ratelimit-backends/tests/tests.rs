@@ -9,6 +9,7 @@ mod memcached;
 mod memcached_algorithms;
 mod redis_algorithms;
 mod redis_keys;
+mod redis_scripts;
 mod saturation;
 /// The store launchers, from the `test-support` crate.
 mod servers {

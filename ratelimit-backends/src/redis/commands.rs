@@ -2,7 +2,6 @@
 //! replies they give.
 
 use super::Instance;
-use super::scripts::{GROUP, GROUP_SHA};
 use crate::redis_mux::{self, Mux, Reply};
 use fred::interfaces::LuaInterface;
 use fred::prelude::*;
@@ -157,58 +156,4 @@ pub(super) async fn split_increment(
         counts[idx] = v;
     }
     Ok(())
-}
-
-/// The answer line of the group script, or why there is none.
-fn line_reply(reply: Reply) -> Result<Vec<u8>, Error> {
-    match reply {
-        Reply::Bulk(line) => Ok(line),
-        Reply::Error(e) => Err(Error::new(fred::error::ErrorKind::Unknown, e)),
-        Reply::Int(_) | Reply::Other => Err(Error::new(
-            fred::error::ErrorKind::Protocol,
-            "the group script answered something other than a line",
-        )),
-    }
-}
-
-/// The group script over our own connection: `EVALSHA`, then `EVAL` on `NOSCRIPT` (as
-/// [`incr_expire`]). Returns the answer line.
-pub(super) async fn group_mux(mux: &Mux, keys: &[&str], args: &[String]) -> Result<Vec<u8>, Error> {
-    let frame = |command: &[u8], script: &[u8]| {
-        let numkeys = keys.len().to_string();
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
-        parts.extend([command, script, numkeys.as_bytes()]);
-        parts.extend(keys.iter().map(|k| k.as_bytes()));
-        parts.extend(args.iter().map(|a| a.as_bytes()));
-        let mut f = Vec::with_capacity(64 + parts.iter().map(|p| p.len() + 16).sum::<usize>());
-        redis_mux::encode(&mut f, &parts);
-        f
-    };
-    let call = |f| async { line_reply(mux.call(f).await.map_err(io_error)?) };
-    match call(frame(b"EVALSHA", GROUP_SHA.as_bytes())).await {
-        Err(e) if e.details().starts_with("NOSCRIPT") => {
-            call(frame(b"EVAL", GROUP.as_bytes())).await
-        }
-        r => r,
-    }
-}
-
-/// The group script through fred (Sentinel, Cluster, TLS), which routes it by its keys'
-/// slot: `EVALSHA`, then `EVAL` on `NOSCRIPT`.
-pub(super) async fn group_fred(
-    client: &Client,
-    keys: &[&str],
-    args: &[String],
-) -> Result<Vec<u8>, Error> {
-    let keys: Vec<&str> = keys.to_vec();
-    let sha = fred::bytes_utils::Str::from_static(GROUP_SHA);
-    let line: Result<fred::bytes::Bytes, Error> =
-        client.evalsha(sha, keys.clone(), args.to_vec()).await;
-    match line {
-        Err(e) if e.details().starts_with("NOSCRIPT") => client
-            .eval::<fred::bytes::Bytes, _, _, _>(GROUP, keys, args.to_vec())
-            .await
-            .map(|b| b.to_vec()),
-        r => r.map(|b| b.to_vec()),
-    }
 }

@@ -23,6 +23,8 @@ use ratelimit_core::algorithm::slide;
 use ratelimit_core::{Increment, Op};
 
 use super::commands::script_args;
+use super::eval::{Args, Script};
+use crate::redis_mux::Reply;
 
 /// The group script. `KEYS`: the group's keys, in order. `ARGV`, per key, its kind and
 /// arguments:
@@ -116,6 +118,11 @@ return table.concat(out, ' ')
 /// The group script's SHA-1, checked against Redis's `SCRIPT LOAD` by a test.
 pub const GROUP_SHA: &str = "d6d9328582a64d1c229a640f154e4ef98fcc6bc4";
 
+pub(super) const GROUP_SCRIPT: Script = Script {
+    body: GROUP,
+    sha: GROUP_SHA,
+};
+
 /// Longest expiry set on a sliding window or a bucket: a century. Redis refuses an expiry
 /// whose milliseconds overflow; no window or refill of a real rule comes near it.
 const MAX_TTL: u64 = 100 * 365 * 86_400;
@@ -127,56 +134,57 @@ pub(super) fn is_plain(group: &[&Increment]) -> bool {
     matches!(group, [inc] if matches!(inc.op, Op::Window { .. }))
 }
 
-/// The `ARGV` of the group script for `group` (its `KEYS` are the keys in order).
-pub(super) fn group_args(group: &[&Increment]) -> Vec<String> {
-    let mut args = Vec::with_capacity(group.len() * 7);
+/// Writes the `ARGV` of the group script for `group` (its `KEYS` are the keys in order).
+pub(super) fn group_args(group: &[&Increment], args: &mut dyn Args) {
     for inc in group {
-        let ttl = inc.ttl_seconds.clamp(1, MAX_TTL).to_string();
+        let ttl = ttl(inc);
         match inc.op {
             Op::Window { .. } => {
                 let [hits, _] = script_args(inc);
-                args.extend(["w".into(), hits.to_string(), ttl, inc.limit.to_string()]);
+                args.text(b"w");
+                args.int(hits as u64);
+                args.int(ttl);
+                args.int(inc.limit);
             }
             Op::Slide { window_us, now_us } => {
                 let start = now_us - now_us % window_us;
-                let before = start
-                    .checked_sub(window_us)
-                    .map_or_else(String::new, |b| b.to_string());
-                args.extend([
-                    "s".into(),
-                    inc.hits.to_string(),
-                    ttl,
-                    inc.limit.to_string(),
-                    start.to_string(),
-                    before,
-                    weight(window_us, now_us - start).to_string(),
-                ]);
+                args.text(b"s");
+                args.int(inc.hits);
+                args.int(ttl);
+                args.int(inc.limit);
+                args.int(start);
+                match start.checked_sub(window_us) {
+                    Some(before) => args.int(before),
+                    None => args.text(b""),
+                }
+                args.float(weight(window_us, now_us - start));
             }
             Op::Bucket {
                 interval_us,
                 now_us,
             } => {
-                let threshold = match threshold(inc.hits, inc.limit, interval_us, now_us) {
-                    Threshold::Always => "*".into(),
-                    Threshold::Never => "-".into(),
-                    Threshold::Upto(t) => t.to_string(),
-                };
-                args.extend([
-                    "b".into(),
-                    inc.hits.to_string(),
-                    ttl,
-                    now_us.to_string(),
-                    threshold,
-                    inc.hits.saturating_mul(interval_us).to_string(),
-                ]);
+                args.text(b"b");
+                args.int(inc.hits);
+                args.int(ttl);
+                args.int(now_us);
+                match threshold(inc.hits, inc.limit, interval_us, now_us) {
+                    Threshold::Always => args.text(b"*"),
+                    Threshold::Never => args.text(b"-"),
+                    Threshold::Upto(t) => args.int(t),
+                }
+                args.int(inc.hits.saturating_mul(interval_us));
             }
         }
     }
-    args
+}
+
+/// The expiry set on a sliding window or a bucket.
+pub(super) fn ttl(inc: &Increment) -> u64 {
+    inc.ttl_seconds.clamp(1, MAX_TTL)
 }
 
 /// The previous window's weight, exactly as [`slide`] computes it.
-fn weight(window_us: u64, elapsed_us: u64) -> f64 {
+pub(super) fn weight(window_us: u64, elapsed_us: u64) -> f64 {
     (window_us.saturating_sub(elapsed_us)) as f64 / window_us as f64
 }
 
@@ -210,20 +218,23 @@ fn threshold(hits: u64, capacity: u64, interval_us: u64, now_us: u64) -> Thresho
     }
 }
 
-/// Reads the script's answer line into one answer per increment of `group`, appended to
-/// `out`: each as the memory store answers it.
-pub(super) fn answers(group: &[&Increment], line: &[u8], out: &mut Vec<u64>) -> Result<(), String> {
+/// Reads the script's answer line into one answer per increment of `group` (`out[i]` for
+/// `group[i]`), each as the memory store answers it.
+pub(super) fn answers(group: &[&Increment], reply: Reply, out: &mut [u64]) -> Result<(), String> {
+    let Reply::Bulk(line) = reply else {
+        return Err(format!("the group script answered {reply:?}"));
+    };
     let bad = || {
         format!(
             "the group script answered {:?}",
-            String::from_utf8_lossy(line)
+            String::from_utf8_lossy(&line)
         )
     };
-    let text = std::str::from_utf8(line).map_err(|_| bad())?;
+    let text = std::str::from_utf8(&line).map_err(|_| bad())?;
     let mut numbers = text.split(' ').map(str::parse::<u64>);
     let mut next = || numbers.next().and_then(Result::ok).ok_or_else(bad);
-    for inc in group {
-        let answer = match inc.op {
+    for (inc, out) in group.iter().zip(out) {
+        *out = match inc.op {
             Op::Window { .. } | Op::Bucket { .. } => next()?,
             Op::Slide { window_us, now_us } => {
                 let (current, previous) = (next()?, next()?);
@@ -231,7 +242,6 @@ pub(super) fn answers(group: &[&Increment], line: &[u8], out: &mut Vec<u64>) -> 
                 slide(current, previous, elapsed, window_us, inc.hits, inc.limit).1
             }
         };
-        out.push(answer);
     }
     if numbers.next().is_some() {
         return Err(bad());
