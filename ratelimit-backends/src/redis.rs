@@ -10,6 +10,9 @@
 //! script call per group, queued beside the request's other calls so that the request
 //! still costs one round trip: a lone sliding window or bucket through a script of its own
 //! (`redis/lone.rs`), anything else through the group script (`redis/scripts.rs`).
+//!
+//! Besides counting, replicas of the server serving RLQS share their demand per bucket
+//! through it (`redis/claims.rs`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
@@ -21,12 +24,14 @@ use fred::prelude::*;
 use ratelimit_core::{CounterStore, Increment, StoreError, Unit};
 use tokio::sync::Semaphore;
 
+mod claims;
 mod commands;
 mod eval;
 mod lone;
 mod scripts;
 mod settings;
 
+pub use claims::{CLAIM, CLAIM_SHA, ClaimCall, claim_key};
 pub use commands::{INCR_EXPIRE, INCR_EXPIRE_SHA};
 use commands::{
     incr_expire, incr_then_expire, incr_then_expire_mux, overflowed, refuses_scripts, script_args,

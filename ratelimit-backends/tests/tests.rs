@@ -8,6 +8,7 @@ mod fault;
 mod memcached;
 mod memcached_algorithms;
 mod redis_algorithms;
+mod redis_claims;
 mod redis_keys;
 mod redis_scripts;
 mod saturation;

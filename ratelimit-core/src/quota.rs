@@ -18,7 +18,7 @@
 //!   `tokens_per_fill` always set, `fill_interval` whole seconds and at least one.
 //!
 //! Everything here is deterministic: no I/O, no clock, no randomness. Replicas of the
-//! server will later see each other's demand through [`Peers`].
+//! server see each other's demand through [`Peers`], fed by the [`Claim`]s each publishes.
 
 use std::collections::BTreeMap;
 
@@ -133,6 +133,11 @@ pub struct QuotaSettings {
     /// that still fits its share and the new one would be faster by no more than these
     /// thousandths (slower ones are always sent: the budget's bound comes first).
     pub change_permille: u64,
+    /// Buckets one stream may subscribe to; its reports of further buckets are answered
+    /// with an abandon, leaving those to the filter's fallback.
+    pub max_buckets_per_stream: usize,
+    /// Buckets tracked for all streams together, the bound on the engine's memory.
+    pub max_buckets: usize,
 }
 
 impl Default for QuotaSettings {
@@ -145,6 +150,8 @@ impl Default for QuotaSettings {
             demand_window_secs: 30,
             floor_permille: 100,
             change_permille: 200,
+            max_buckets_per_stream: 10_000,
+            max_buckets: 100_000,
         }
     }
 }
@@ -161,13 +168,27 @@ impl QuotaSettings {
     }
 }
 
-/// What the other replicas of the server see of a bucket (later: an aggregate in Redis).
+/// What the other replicas of the server see of a bucket (in the server: an aggregate kept
+/// in Redis).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Elsewhere {
     /// Streams subscribed to the bucket on other replicas.
     pub streams: u64,
     /// Their demand, in [`share::SCALE`]d requests per rule window.
     pub demand: u64,
+}
+
+/// What this replica claims of a limited bucket, for the other replicas to see: its
+/// streams and their demand (see [`QuotaEngine::claims`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The stream's domain.
+    pub domain: String,
+    /// The bucket.
+    pub bucket: BucketId,
+    /// Streams subscribed here, and their demand: what the other replicas see as
+    /// [`Elsewhere`].
+    pub here: Elsewhere,
 }
 
 /// The view of other replicas, asked once per limited bucket and tick.
@@ -183,6 +204,18 @@ pub struct NoPeers;
 impl Peers for NoPeers {
     fn elsewhere(&self, _: &str, _: &BucketId) -> Elsewhere {
         Elsewhere::default()
+    }
+}
+
+/// The counters of the rule `bucket` matches in `domain`, which its reports feed.
+pub fn rule_stats(
+    rules: &RuleSet,
+    domain: &str,
+    bucket: &BucketId,
+) -> Option<std::sync::Arc<crate::stats::RuleStats>> {
+    match rules.find_bucket(domain, bucket) {
+        crate::rules::Match::Rule(rule) => Some(rule.stats.clone()),
+        _ => None,
     }
 }
 

@@ -4,8 +4,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use super::share::{self, SCALE};
-use super::{Action, BucketId, Peers, Policy, QuotaSettings, Strategy, StreamId, Usage, policy};
+use super::{
+    Action, BucketId, Peers, Policy, QuotaSettings, Strategy, StreamId, Usage, policy, rule_stats,
+};
 use crate::rules::RuleSet;
+use crate::stats::{RuleStats, StatDelta};
+
+mod claims;
 
 /// RLQS assignments for every connected stream, decided from the rules and the usage the
 /// streams report. Pure: the caller feeds it events with the time they happened (in
@@ -23,7 +28,14 @@ pub struct QuotaEngine {
     buckets: BTreeMap<(String, BucketId), Bucket>,
     /// Buckets that gained a subscriber since the last tick.
     fresh: BTreeSet<(String, BucketId)>,
+    /// Buckets reported beyond the caps, to be abandoned on the stream that reported them.
+    refused: BTreeMap<StreamId, Vec<BucketId>>,
 }
+
+/// Reports kept per subscription for its demand: Envoy sends one per bucket every 5 s,
+/// so a demand window of a minute or two fits; a client reporting faster only loses
+/// its oldest samples.
+const MAX_SAMPLES: usize = 32;
 
 #[derive(Debug)]
 struct Stream {
@@ -35,6 +47,8 @@ struct Stream {
 /// One stream's subscription to one bucket.
 #[derive(Debug)]
 struct Sub {
+    /// The matching rule's counters, fed by the reports (none without a rule).
+    stats: Option<Arc<RuleStats>>,
     samples: VecDeque<Sample>,
     last_request_ms: u64,
     sent: Option<Sent>,
@@ -79,6 +93,7 @@ impl QuotaEngine {
             streams: BTreeMap::new(),
             buckets: BTreeMap::new(),
             fresh: BTreeSet::new(),
+            refused: BTreeMap::new(),
         }
     }
 
@@ -93,6 +108,11 @@ impl QuotaEngine {
         self.rules = rules;
         for ((domain, bucket), b) in &mut self.buckets {
             b.policy = policy(&self.rules, domain, bucket, self.settings.no_match);
+        }
+        for st in self.streams.values_mut() {
+            for (bucket, sub) in &mut st.subs {
+                sub.stats = rule_stats(&self.rules, &st.domain, bucket);
+            }
         }
     }
 
@@ -114,6 +134,7 @@ impl QuotaEngine {
 
     /// A stream ended. Its shares stay held until their assignments' TTL runs out.
     pub fn disconnect(&mut self, stream: StreamId) {
+        self.refused.remove(&stream);
         let Some(st) = self.streams.remove(&stream) else {
             return;
         };
@@ -134,35 +155,67 @@ impl QuotaEngine {
         }
     }
 
-    /// A stream's usage reports. A bucket's first report subscribes the stream to it.
-    /// Reports on a stream that is not connected are ignored.
+    /// A stream's usage reports. A bucket's first report subscribes the stream to it,
+    /// unless the stream or the engine is at its cap of buckets
+    /// ([`QuotaSettings::max_buckets_per_stream`], [`QuotaSettings::max_buckets`]): such a
+    /// bucket is abandoned at the next tick, and Envoy's filter falls back to its
+    /// `no_assignment_behavior` for it. Reports on a stream that is not connected are
+    /// ignored.
     pub fn report(&mut self, stream: StreamId, usages: &[Usage], now_ms: u64) {
         let Some(st) = self.streams.get_mut(&stream) else {
             return;
         };
         let window_ms = self.settings.demand_window_secs * 1000;
         for u in usages {
-            let sub = st.subs.entry(u.bucket.clone()).or_insert_with(|| {
+            if !st.subs.contains_key(&u.bucket) {
                 let key = (st.domain.clone(), u.bucket.clone());
-                self.fresh.insert(key.clone());
-                let b = self.buckets.entry(key).or_insert_with(|| Bucket {
+                let known = self.buckets.contains_key(&key);
+                if st.subs.len() >= self.settings.max_buckets_per_stream
+                    || (!known && self.buckets.len() >= self.settings.max_buckets)
+                {
+                    let refused = self.refused.entry(stream).or_default();
+                    if !refused.contains(&u.bucket) {
+                        refused.push(u.bucket.clone());
+                    }
+                    continue;
+                }
+                let b = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
                     policy: policy(&self.rules, &st.domain, &u.bucket, self.settings.no_match),
                     subscribers: BTreeSet::new(),
                     held: Vec::new(),
                 });
+                self.fresh.insert(key);
                 b.subscribers.insert(stream);
                 if st.client.is_some() {
                     b.held.retain(|h| h.client != st.client);
                 }
-                Sub {
-                    samples: VecDeque::new(),
-                    last_request_ms: now_ms,
-                    sent: None,
-                }
-            });
+                st.subs.insert(
+                    u.bucket.clone(),
+                    Sub {
+                        stats: rule_stats(&self.rules, &st.domain, &u.bucket),
+                        samples: VecDeque::new(),
+                        last_request_ms: now_ms,
+                        sent: None,
+                    },
+                );
+            }
+            let Some(sub) = st.subs.get_mut(&u.bucket) else {
+                continue;
+            };
             let requests = u.allowed.saturating_add(u.denied);
             if requests > 0 {
                 sub.last_request_ms = now_ms;
+                if let Some(stats) = &sub.stats {
+                    stats.add(&StatDelta {
+                        total_hits: requests,
+                        within_limit: u.allowed,
+                        over_limit: u.denied,
+                        ..StatDelta::default()
+                    });
+                }
+            }
+            if sub.samples.len() == MAX_SAMPLES {
+                sub.samples.pop_front();
             }
             sub.samples.push_back(Sample {
                 at_ms: now_ms,
@@ -192,7 +245,7 @@ impl QuotaEngine {
     /// smaller shares of the bucket's other streams). Demand shifts, refreshes and abandons
     /// wait for the next full tick, which the caller runs every second or so.
     pub fn tick_fresh(&mut self, now_ms: u64, peers: &dyn Peers) -> Vec<(StreamId, Vec<Action>)> {
-        if self.fresh.is_empty() {
+        if self.fresh.is_empty() && self.refused.is_empty() {
             return Vec::new();
         }
         let fresh = std::mem::take(&mut self.fresh);
@@ -206,6 +259,11 @@ impl QuotaEngine {
         only: Option<&BTreeSet<(String, BucketId)>>,
     ) -> Vec<(StreamId, Vec<Action>)> {
         let mut out: BTreeMap<StreamId, Vec<Action>> = BTreeMap::new();
+        for (stream, buckets) in std::mem::take(&mut self.refused) {
+            out.entry(stream)
+                .or_default()
+                .extend(buckets.into_iter().map(|bucket| Action::Abandon { bucket }));
+        }
         if only.is_none() {
             self.abandon_idle(now_ms, &mut out);
         }

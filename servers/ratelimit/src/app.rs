@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use ratelimit_backends::RedisStore;
 use ratelimit_core::{Clock, CounterStore, Limiter};
 
 use crate::health::Health;
@@ -23,4 +24,7 @@ pub struct App {
     pub settings: Settings,
     /// Statistics for the sinks and the debug port.
     pub metrics: Arc<Metrics>,
+    /// The Redis through which RLQS replicas share budgets (a Redis store, with
+    /// `RLQS_SHARE_THROUGH_REDIS`).
+    pub quota_redis: Option<Arc<RedisStore>>,
 }

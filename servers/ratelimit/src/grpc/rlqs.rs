@@ -2,7 +2,8 @@
 //! reports go into one shared [`QuotaEngine`] (the pure part, in `ratelimit-core`), and the
 //! engine's actions go back out on the streams they are for. A ticker runs the engine once
 //! a second, so assignments are refreshed, reassigned as demand moves, and idle buckets
-//! abandoned even when no report arrives. It only translates; the engine decides.
+//! abandoned even when no report arrives. With a Redis store, replicas share each bucket's
+//! budget through it (`rlqs/peers.rs`). It only translates; the engine decides.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -11,24 +12,30 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ratelimit_core::RuleSet;
-use ratelimit_core::quota::{
-    Action, BucketId, NoPeers, QuotaEngine, QuotaSettings, Strategy, StreamId, Usage,
-};
+use ratelimit_core::quota::{Action, Claim, NoPeers, Peers, QuotaEngine, StreamId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::app::App;
 use crate::log::{self, Level};
-use crate::pb::envoy::r#type::v3 as types;
 use crate::pb::rlqs;
-use rlqs::rate_limit_quota_response::{BucketAction, bucket_action};
+
+mod peers;
+mod wire;
+
+use peers::RedisPeers;
+pub use wire::action_to_pb;
 
 type Reply = Result<rlqs::RateLimitQuotaResponse, Status>;
 
 /// Messages waiting for a slow stream; beyond this, actions are dropped and the next
 /// refresh sends them again.
 const OUTBOX: usize = 64;
+
+/// Envoy sends a stream's first report (with its domain) as it opens it; a stream still
+/// silent after this long is ended, so that idle streams cannot pile up.
+const FIRST_REPORT_WITHIN: Duration = Duration::from_secs(10);
 
 /// The RLQS service: one engine for every stream of the server.
 #[derive(Clone)]
@@ -40,9 +47,10 @@ struct Hub {
     next_stream: AtomicU64,
     state: Mutex<State>,
     counters: Arc<Counters>,
+    peers: Option<RedisPeers>,
 }
 
-/// `ratelimit_server.RLQS.*` counters.
+/// `ratelimit_server.RLQS.*` counters and gauges.
 struct Counters {
     /// Streams opened.
     streams: Arc<AtomicU64>,
@@ -54,6 +62,12 @@ struct Counters {
     abandons: Arc<AtomicU64>,
     /// Messages dropped on a full or closed outbox (the next refresh repeats them).
     dropped: Arc<AtomicU64>,
+    /// Failed exchanges of claims with the other replicas.
+    peer_errors: Arc<AtomicU64>,
+    /// Gauge: streams connected, as of the last tick.
+    active_streams: AtomicU64,
+    /// Gauge: buckets tracked, as of the last tick.
+    buckets: AtomicU64,
 }
 
 struct State {
@@ -65,12 +79,13 @@ struct State {
 }
 
 impl RlqsService {
-    /// A service deciding from `app`'s rules. Call [`RlqsService::spawn_ticker`] once.
-    pub fn new(app: Arc<App>, settings: QuotaSettings) -> Self {
+    /// A service deciding from `app`'s rules with `app.settings.rlqs`, sharing budgets
+    /// through `app.quota_redis` when set. Call [`RlqsService::spawn_ticker`] once.
+    pub fn new(app: Arc<App>) -> Self {
         let rules = app.limiter.rules();
         let engine = QuotaEngine::new(
             rules.clone().unwrap_or_else(|| Arc::new(RuleSet::empty())),
-            settings,
+            app.settings.rlqs.clone(),
         );
         let stats = app.limiter.stats();
         let counter = |name: &str| stats.counter(&format!("ratelimit_server.RLQS.{name}"));
@@ -80,7 +95,23 @@ impl RlqsService {
             assignments: counter("assignments"),
             abandons: counter("abandons"),
             dropped: counter("dropped"),
+            peer_errors: counter("peer_errors"),
+            active_streams: AtomicU64::new(0),
+            buckets: AtomicU64::new(0),
         });
+        let gauges = counters.clone();
+        app.metrics.add_gauges(move |out| {
+            for (name, v) in [
+                ("active_streams", &gauges.active_streams),
+                ("buckets", &gauges.buckets),
+            ] {
+                out.push((format!("ratelimit_server.RLQS.{name}"), v.load(Relaxed)));
+            }
+        });
+        let peers = app
+            .quota_redis
+            .clone()
+            .map(|redis| RedisPeers::new(redis, counters.peer_errors.clone()));
         RlqsService(Arc::new(Hub {
             app,
             started: Instant::now(),
@@ -92,10 +123,12 @@ impl RlqsService {
                 rules,
                 outboxes: HashMap::new(),
             }),
+            peers,
         }))
     }
 
-    /// Runs the engine every second until the service is dropped.
+    /// Runs the engine every second until the service is dropped, after exchanging
+    /// claims with the other replicas when they share through Redis.
     pub fn spawn_ticker(&self) {
         let hub = Arc::downgrade(&self.0);
         tokio::spawn(async move {
@@ -104,6 +137,10 @@ impl RlqsService {
             loop {
                 every.tick().await;
                 let Some(hub) = hub.upgrade() else { return };
+                if let Some(peers) = &hub.peers {
+                    let claims = hub.lock().engine.claims(hub.now_ms());
+                    peers.exchange_all(claims).await;
+                }
                 hub.tick();
             }
         });
@@ -119,6 +156,14 @@ impl Hub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs `f` with the view of the other replicas (none when alone).
+    fn with_peers<T>(&self, f: impl FnOnce(&dyn Peers) -> T) -> T {
+        match &self.peers {
+            Some(p) => f(&*p.view()),
+            None => f(&NoPeers),
+        }
+    }
+
     fn tick(&self) {
         let now = self.now_ms();
         let mut st = self.lock();
@@ -132,16 +177,21 @@ impl Hub {
                 .set_rules(rules.clone().unwrap_or_else(|| Arc::new(RuleSet::empty())));
             st.rules = rules;
         }
-        st.dispatch(now, false);
+        self.with_peers(|peers| st.dispatch(now, false, peers));
+        let c = &self.counters;
+        c.active_streams
+            .store(st.engine.stream_count() as u64, Relaxed);
+        c.buckets.store(st.engine.bucket_count() as u64, Relaxed);
     }
 
-    /// One message of a stream: its domain (first message) and usage reports.
-    fn reports(
+    /// Records one message of a stream: its domain (first message) and usage reports.
+    /// Returns the claims of buckets it subscribed to, when replicas share budgets.
+    fn record(
         &self,
         id: StreamId,
         client: Option<&str>,
         msg: rlqs::RateLimitQuotaUsageReports,
-    ) -> Result<(), Status> {
+    ) -> Result<Vec<Claim>, Status> {
         let now = self.now_ms();
         let mut st = self.lock();
         if st.engine.domain(id).is_none() {
@@ -152,31 +202,32 @@ impl Hub {
             }
             st.engine.connect(id, &msg.domain, client);
         }
-        let usages: Vec<Usage> = msg
-            .bucket_quota_usages
-            .into_iter()
-            .filter_map(|u| {
-                let bucket: BucketId = u.bucket_id?.bucket.into_iter().collect();
-                if bucket.is_empty() {
-                    return None;
-                }
-                let elapsed_ms = u.time_elapsed.map_or(0, |d| {
-                    u64::try_from(d.seconds).unwrap_or(0) * 1000
-                        + u64::try_from(d.nanos).unwrap_or(0) / 1_000_000
-                });
-                Some(Usage {
-                    bucket,
-                    allowed: u.num_requests_allowed,
-                    denied: u.num_requests_denied,
-                    elapsed_ms,
-                })
-            })
-            .collect();
+        let usages = wire::usages(msg);
         self.counters
             .reports
             .fetch_add(usages.len() as u64, Relaxed);
         st.engine.report(id, &usages, now);
-        st.dispatch(now, true);
+        Ok(match self.peers {
+            Some(_) => st.engine.fresh_claims(now),
+            None => Vec::new(),
+        })
+    }
+
+    /// One message of a stream, answered: new buckets are assigned (after the other
+    /// replicas' claims on them are known) and refused ones abandoned.
+    async fn reports(
+        &self,
+        id: StreamId,
+        client: Option<&str>,
+        msg: rlqs::RateLimitQuotaUsageReports,
+    ) -> Result<(), Status> {
+        let fresh = self.record(id, client, msg)?;
+        if let Some(peers) = &self.peers {
+            peers.exchange_fresh(fresh).await;
+        }
+        let now = self.now_ms();
+        let mut st = self.lock();
+        self.with_peers(|peers| st.dispatch(now, true, peers));
         Ok(())
     }
 
@@ -190,11 +241,11 @@ impl Hub {
 impl State {
     /// Runs the engine (for the buckets that gained a subscriber only, when `fresh`) and
     /// hands each stream its actions, in one message per stream.
-    fn dispatch(&mut self, now: u64, fresh: bool) {
+    fn dispatch(&mut self, now: u64, fresh: bool, peers: &dyn Peers) {
         let decided = if fresh {
-            self.engine.tick_fresh(now, &NoPeers)
+            self.engine.tick_fresh(now, peers)
         } else {
-            self.engine.tick(now, &NoPeers)
+            self.engine.tick(now, peers)
         };
         for (id, actions) in decided {
             let Some(out) = self.outboxes.get(&id) else {
@@ -222,65 +273,23 @@ impl State {
     }
 }
 
-/// An engine action as Envoy reads it.
-pub fn action_to_pb(action: Action) -> BucketAction {
-    match action {
-        Action::Assign {
-            bucket,
-            strategy,
-            ttl_secs,
-        } => BucketAction {
-            bucket_id: Some(bucket_to_pb(bucket)),
-            bucket_action: Some(bucket_action::BucketAction::QuotaAssignmentAction(
-                bucket_action::QuotaAssignmentAction {
-                    assignment_time_to_live: Some(seconds(ttl_secs)),
-                    rate_limit_strategy: Some(strategy_to_pb(strategy)),
-                },
-            )),
-        },
-        Action::Abandon { bucket } => BucketAction {
-            bucket_id: Some(bucket_to_pb(bucket)),
-            bucket_action: Some(bucket_action::BucketAction::AbandonAction(
-                bucket_action::AbandonAction {},
-            )),
-        },
-    }
-}
-
-fn bucket_to_pb(bucket: BucketId) -> rlqs::BucketId {
-    rlqs::BucketId {
-        bucket: bucket.into_iter().collect(),
-    }
-}
-
-fn seconds(s: u64) -> prost_types::Duration {
-    prost_types::Duration {
-        seconds: i64::try_from(s).unwrap_or(i64::MAX),
-        nanos: 0,
-    }
-}
-
-fn strategy_to_pb(strategy: Strategy) -> types::RateLimitStrategy {
-    use types::rate_limit_strategy::{BlanketRule, Strategy as S};
-    let s = match strategy {
-        Strategy::AllowAll => S::BlanketRule(BlanketRule::AllowAll as i32),
-        Strategy::DenyAll => S::BlanketRule(BlanketRule::DenyAll as i32),
-        Strategy::TokenBucket(t) => S::TokenBucket(types::TokenBucket {
-            max_tokens: t.max_tokens,
-            tokens_per_fill: Some(t.tokens_per_fill),
-            fill_interval: Some(seconds(t.fill_interval_secs)),
-            name: String::new(),
-        }),
-    };
-    types::RateLimitStrategy { strategy: Some(s) }
-}
-
 /// Ends the stream in the engine when its reader task ends, however it ends.
 struct Ended(Arc<Hub>, StreamId);
 
 impl Drop for Ended {
     fn drop(&mut self) {
         self.0.end(self.1);
+    }
+}
+
+/// What the peer is told when its stream cannot go on.
+fn stream_error(status: Status) -> Status {
+    match status.code() {
+        // tonic reports undecodable messages as INTERNAL; the fault is the sender's.
+        Code::Internal => {
+            Status::invalid_argument(format!("malformed usage report: {}", status.message()))
+        }
+        _ => status,
     }
 }
 
@@ -307,15 +316,27 @@ impl rlqs::rate_limit_quota_service_server::RateLimitQuotaService for RlqsServic
         hub.lock().outboxes.insert(id, tx.clone());
         tokio::spawn(async move {
             let _ended = Ended(hub.clone(), id);
+            let first = match tokio::time::timeout(FIRST_REPORT_WITHIN, inbound.message()).await {
+                Ok(first) => first,
+                Err(_) => Err(Status::invalid_argument(format!(
+                    "no usage report naming a domain within {}s",
+                    FIRST_REPORT_WITHIN.as_secs()
+                ))),
+            };
+            let mut next = Some(first);
             loop {
-                match inbound.message().await {
-                    Ok(Some(msg)) => {
-                        if let Err(status) = hub.reports(id, client.as_deref(), msg) {
-                            let _ = tx.send(Err(status)).await;
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(_) => return,
+                let message = match next.take() {
+                    Some(m) => m,
+                    None => inbound.message().await,
+                };
+                let outcome = match message {
+                    Ok(Some(msg)) => hub.reports(id, client.as_deref(), msg).await,
+                    Ok(None) => return,
+                    Err(status) => Err(stream_error(status)),
+                };
+                if let Err(status) = outcome {
+                    let _ = tx.send(Err(status)).await;
+                    return;
                 }
             }
         });

@@ -110,7 +110,7 @@ pub async fn routes(app: Arc<App>) -> GrpcRoutes<RlsService> {
     });
     let refused = app.limiter.stats().service_error.clone();
     let limits = app.settings.request_limits;
-    let rlqs = super::rlqs::RlqsService::new(app.clone(), app.settings.rlqs.clone());
+    let rlqs = super::rlqs::RlqsService::new(app.clone());
     rlqs.spawn_ticker();
     let rest = Routes::new(health_service)
         .add_service(RlqsServer::new(rlqs))

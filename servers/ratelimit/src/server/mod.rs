@@ -70,6 +70,7 @@ pub async fn run<F: Future<Output = ()>>(
         health,
         settings: settings.clone(),
         metrics,
+        quota_redis: redis.clone().filter(|_| settings.rlqs_share_through_redis),
     });
     provider::start(app.clone()).await?;
 

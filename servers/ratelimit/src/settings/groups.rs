@@ -377,6 +377,13 @@ pub(super) fn rlqs_settings<F: Fn(&str) -> Option<String>>(
         }
         Ok(v.as_secs())
     };
+    let count = |name: &str, default: usize| -> Result<usize, SettingsError> {
+        let n: u64 = env.number(name, default as u64, "a count of buckets, at least 1")?;
+        match usize::try_from(n) {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(env.err(name, &n.to_string(), "a count of buckets, at least 1")),
+        }
+    };
     let ttl = secs("RLQS_ASSIGNMENT_TTL", d.assignment_ttl_secs, 2)?;
     let refresh = secs("RLQS_REFRESH_INTERVAL", d.refresh_secs, 1)?;
     if refresh >= ttl {
@@ -406,5 +413,7 @@ pub(super) fn rlqs_settings<F: Fn(&str) -> Option<String>>(
             d.change_permille,
             "a number of thousandths",
         )?,
+        max_buckets_per_stream: count("RLQS_MAX_BUCKETS_PER_STREAM", d.max_buckets_per_stream)?,
+        max_buckets: count("RLQS_MAX_BUCKETS", d.max_buckets)?,
     })
 }

@@ -202,6 +202,9 @@ pub struct Settings {
     pub xds_max_msg_size: usize,
     /// `RLQS_*`: the Rate Limit Quota Service's knobs.
     pub rlqs: ratelimit_core::quota::QuotaSettings,
+    /// `RLQS_SHARE_THROUGH_REDIS` (true): on a Redis store, replicas split each bucket's
+    /// budget by the claims they publish there.
+    pub rlqs_share_through_redis: bool,
 }
 
 /// The one statistics sink in use.
@@ -443,6 +446,7 @@ impl Settings {
             },
             xds_backoff_jitter: env.boolean("XDS_CLIENT_BACKOFF_JITTER", true)?,
             rlqs: rlqs_settings(&env)?,
+            rlqs_share_through_redis: env.boolean("RLQS_SHARE_THROUGH_REDIS", true)?,
             xds_max_msg_size: env.number(
                 "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
                 0,

@@ -310,6 +310,8 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
         ("RLQS_DEMAND_WINDOW", "15s"),
         ("RLQS_FLOOR_PERMILLE", "50"),
         ("RLQS_CHANGE_PERMILLE", "0"),
+        ("RLQS_MAX_BUCKETS_PER_STREAM", "50"),
+        ("RLQS_MAX_BUCKETS", "2000"),
     ])
     .unwrap()
     .rlqs;
@@ -323,6 +325,8 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
             demand_window_secs: 15,
             floor_permille: 50,
             change_permille: 0,
+            max_buckets_per_stream: 50,
+            max_buckets: 2000,
         }
     );
     for (name, bad) in [
@@ -332,6 +336,8 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
         ("RLQS_REFRESH_INTERVAL", "30s"),
         ("RLQS_ABANDON_AFTER", "0"),
         ("RLQS_FLOOR_PERMILLE", "1001"),
+        ("RLQS_MAX_BUCKETS", "0"),
+        ("RLQS_MAX_BUCKETS_PER_STREAM", "many"),
     ] {
         let e = with(&[(name, bad)]).unwrap_err();
         assert!(e.to_string().contains(name), "{e}");
