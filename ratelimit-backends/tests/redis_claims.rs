@@ -12,14 +12,26 @@ use crate::redis_algorithms::settings;
 use crate::servers::{self, redis_cli};
 
 fn call(key: &str, streams: u64, demand: u64) -> ClaimCall {
+    held_call(key, streams, demand, 0)
+}
+
+fn held_call(key: &str, streams: u64, demand: u64, held: u64) -> ClaimCall {
     ClaimCall {
         key: key.to_owned(),
-        here: Elsewhere { streams, demand },
+        here: Elsewhere {
+            streams,
+            demand,
+            held,
+        },
     }
 }
 
 fn seen(streams: u64, demand: u64) -> Elsewhere {
-    Elsewhere { streams, demand }
+    Elsewhere {
+        streams,
+        demand,
+        held: 0,
+    }
 }
 
 #[tokio::test]
@@ -67,6 +79,28 @@ async fn replicas_see_each_others_fresh_claims() {
     assert_eq!(b, [seen(1, 100)]);
     let ttl: i64 = redis_cli(redis.port, &["PTTL", x]).parse().unwrap();
     assert!(ttl > 60_000 && ttl <= 180_000, "{ttl}");
+
+    // A replica with only shares held by departed streams still claims them.
+    store
+        .exchange_claims("c", &[held_call(x, 0, 0, 4000)], stale)
+        .await
+        .unwrap();
+    let b = store
+        .exchange_claims("b", &[call(x, 1, 300)], stale)
+        .await
+        .unwrap();
+    assert_eq!(
+        b,
+        [Elsewhere {
+            streams: 1,
+            demand: 100,
+            held: 4000
+        }]
+    );
+    store
+        .exchange_claims("c", &[call(x, 0, 0)], stale)
+        .await
+        .unwrap();
 
     // A claim older than the staleness bound is dropped (and removed) by the next reader.
     tokio::time::sleep(Duration::from_millis(300)).await;

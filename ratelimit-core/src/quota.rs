@@ -176,6 +176,9 @@ pub struct Elsewhere {
     pub streams: u64,
     /// Their demand, in [`share::SCALE`]d requests per rule window.
     pub demand: u64,
+    /// Shares (same units) that the Envoys of streams gone from other replicas may still
+    /// enforce until their assignments' TTL: taken off the budget before it is split.
+    pub held: u64,
 }
 
 /// What this replica claims of a limited bucket, for the other replicas to see: its

@@ -17,33 +17,35 @@ use ratelimit_core::quota::{BucketId, Elsewhere};
 use super::{RedisStore, err};
 
 /// Publishes a claim (or withdraws it: 0 streams) and sums the others' fresh claims.
-/// KEYS[1] the bucket's hash; ARGV: replica, streams, demand, staleness (ms), key TTL (ms).
+/// KEYS[1] the bucket's hash; ARGV: replica, streams, demand, held, staleness (ms), key
+/// TTL (ms). A claim of no streams and nothing held is a withdrawal.
 pub const CLAIM: &str = r"local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if tonumber(ARGV[2]) > 0 then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. now)
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if tonumber(ARGV[2]) > 0 or tonumber(ARGV[4]) > 0 then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' ' .. now)
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
 else
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 local all = redis.call('HGETALL', KEYS[1])
-local streams, demand = 0, 0
+local streams, demand, held = 0, 0, 0
 for i = 1, #all, 2 do
   if all[i] ~= ARGV[1] then
-    local s, d, at = string.match(all[i + 1], '^(%d+) (%d+) (%d+)$')
-    if s == nil or now - tonumber(at) > tonumber(ARGV[4]) then
+    local s, d, h, at = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
+    if s == nil or now - tonumber(at) > tonumber(ARGV[5]) then
       redis.call('HDEL', KEYS[1], all[i])
     else
       streams = streams + tonumber(s)
       demand = demand + tonumber(d)
+      held = held + tonumber(h)
     end
   end
 end
-return {streams, demand}
+return {streams, demand, held}
 ";
 
 /// SHA-1 of [`CLAIM`] (checked against `SCRIPT LOAD` by a test).
-pub const CLAIM_SHA: &str = "f032ea893b7a560d6d577c01c88cee66dc58e1f7";
+pub const CLAIM_SHA: &str = "c22b053b097c00ba22528e9d08b1b77961a667d2";
 
 /// Lua counts in doubles: claims stay well inside their 53 exact bits even when summed.
 const MAX_CLAIM: u64 = 1 << 40;
@@ -56,7 +58,7 @@ const IN_FLIGHT: usize = 64;
 pub struct ClaimCall {
     /// The bucket's hash ([`claim_key`]).
     pub key: String,
-    /// What this replica claims; zero streams withdraws the claim.
+    /// What this replica claims; no streams and nothing held withdraws the claim.
     pub here: Elsewhere,
 }
 
@@ -140,6 +142,7 @@ impl RedisStore {
             replica.to_owned(),
             call.here.streams.min(MAX_CLAIM).to_string(),
             call.here.demand.min(MAX_CLAIM).to_string(),
+            call.here.held.min(MAX_CLAIM).to_string(),
             stale_ms.to_string(),
             ttl_ms.to_string(),
         ];
@@ -154,9 +157,10 @@ impl RedisStore {
             r => r,
         };
         match reply.map_err(err)?.as_slice() {
-            [streams, demand] => Ok(Elsewhere {
+            [streams, demand, held] => Ok(Elsewhere {
                 streams: *streams,
                 demand: *demand,
+                held: *held,
             }),
             other => Err(StoreError::new(
                 super::ERR,

@@ -29,7 +29,7 @@ pub struct QuotaEngine {
     /// Buckets that gained a subscriber since the last tick.
     fresh: BTreeSet<(String, BucketId)>,
     /// Buckets reported beyond the caps, to be abandoned on the stream that reported them.
-    refused: BTreeMap<StreamId, Vec<BucketId>>,
+    refused: BTreeMap<StreamId, BTreeSet<BucketId>>,
 }
 
 /// Reports kept per subscription for its demand: Envoy sends one per bucket every 5 s,
@@ -173,10 +173,10 @@ impl QuotaEngine {
                 if st.subs.len() >= self.settings.max_buckets_per_stream
                     || (!known && self.buckets.len() >= self.settings.max_buckets)
                 {
-                    let refused = self.refused.entry(stream).or_default();
-                    if !refused.contains(&u.bucket) {
-                        refused.push(u.bucket.clone());
-                    }
+                    self.refused
+                        .entry(stream)
+                        .or_default()
+                        .insert(u.bucket.clone());
                     continue;
                 }
                 let b = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
@@ -376,16 +376,22 @@ impl QuotaEngine {
                         .map_or(0, |sub| demand(sub, window_secs, now_ms, window_ms))
                 })
                 .collect();
-            let budget = requests.saturating_mul(SCALE);
+            // Shares still held by departed streams, here and elsewhere, come off first;
+            // the rest is split between the replicas by what they claim.
+            let held: u64 = b.held.iter().map(|h| h.share).sum();
+            let elsewhere = peers.elsewhere(domain, bucket);
+            let budget = requests
+                .saturating_mul(SCALE)
+                .saturating_sub(held)
+                .saturating_sub(elsewhere.held);
             let local = share::local_budget(
                 budget,
                 demands.len() as u64,
                 demands.iter().fold(0u64, |a, d| a.saturating_add(*d)),
-                peers.elsewhere(domain, bucket),
+                elsewhere,
                 floor,
             );
-            let held: u64 = b.held.iter().map(|h| h.share).sum();
-            let shares = share::fair_shares(local.saturating_sub(held), &demands, floor);
+            let shares = share::fair_shares(local, &demands, floor);
             for (&s, share) in b.subscribers.iter().zip(shares) {
                 let strategy = share::token_bucket(share, window_secs)
                     .map_or(Strategy::DenyAll, Strategy::TokenBucket);

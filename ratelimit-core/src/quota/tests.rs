@@ -359,6 +359,7 @@ fn peers_take_their_part_of_the_budget() {
             Elsewhere {
                 streams: 1,
                 demand: 0,
+                held: 0,
             }
         }
     }
@@ -457,7 +458,8 @@ fn claims_are_the_limited_buckets_streams_and_demand() {
             bucket: x,
             here: Elsewhere {
                 streams: 2,
-                demand: 120 * SCALE
+                demand: 120 * SCALE,
+                held: 0,
             },
         }]
     );
@@ -487,4 +489,46 @@ fn reports_feed_the_rules_counters() {
     assert_eq!(stats.over_limit.load(Relaxed), 2);
     // No rule, no counters (and nothing breaks).
     e.report(1, &[usage(&bucket(&[("other", "y")]), 1, 0)], 5000);
+}
+
+#[test]
+fn a_departed_streams_held_share_is_claimed_until_its_ttl() {
+    let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
+    let x = bucket(&[("name", "x")]);
+    e.connect(1, "d", None);
+    e.report(1, &[usage(&x, 0, 0)], 0);
+    e.tick(0, &NoPeers);
+    e.disconnect(1);
+    let claims = e.claims(1000);
+    assert_eq!(
+        claims[0].here,
+        Elsewhere {
+            streams: 0,
+            demand: 0,
+            held: 10 * SCALE,
+        }
+    );
+    assert!(e.claims(30_000).is_empty());
+}
+
+#[test]
+fn shares_held_on_other_replicas_come_off_the_budget() {
+    struct Held;
+    impl Peers for Held {
+        fn elsewhere(&self, _: &str, _: &BucketId) -> Elsewhere {
+            Elsewhere {
+                streams: 0,
+                demand: 0,
+                held: 4 * SCALE,
+            }
+        }
+    }
+    let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
+    let b = bucket(&[("name", "x")]);
+    e.connect(1, "d", None);
+    e.report(1, &[usage(&b, 0, 0)], 0);
+    let out = e.tick(0, &Held);
+    assert!(
+        matches!(strategy_of(&out, 1), Some(Strategy::TokenBucket(t)) if t.tokens_per_fill == 6)
+    );
 }

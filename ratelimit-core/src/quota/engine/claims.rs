@@ -6,7 +6,9 @@ use crate::quota::{BucketId, Claim, Elsewhere};
 impl QuotaEngine {
     /// What this replica claims of each limited bucket it has subscribers for, as of
     /// `now_ms`: the number of streams and their summed demand, in the units of
-    /// [`Elsewhere`], for the other replicas' [`Peers`](crate::quota::Peers).
+    /// [`Elsewhere`], for the other replicas' [`Peers`](crate::quota::Peers). Shares that
+    /// departed streams' Envoys may still be enforcing are claimed too, as `held`, so
+    /// that no other replica hands them out meanwhile.
     pub fn claims(&self, now_ms: u64) -> Vec<Claim> {
         self.buckets
             .keys()
@@ -39,9 +41,15 @@ impl QuotaEngine {
         let Policy::Limit { window_secs, .. } = b.policy else {
             return None;
         };
-        if b.subscribers.is_empty() {
+        if b.subscribers.is_empty() && b.held.iter().all(|h| h.until_ms <= now_ms) {
             return None;
         }
+        let held: u64 = b
+            .held
+            .iter()
+            .filter(|h| h.until_ms > now_ms)
+            .map(|h| h.share)
+            .sum();
         let window_ms = self.settings.demand_window_secs * 1000;
         let demand = b
             .subscribers
@@ -56,6 +64,7 @@ impl QuotaEngine {
             here: Elsewhere {
                 streams: b.subscribers.len() as u64,
                 demand,
+                held,
             },
         })
     }

@@ -236,7 +236,7 @@ proptest! {
             .iter()
             .filter(|(s, _)| *s > 0)
             .map(|&(s, d)| {
-                let elsewhere = Elsewhere { streams: streams - s, demand: demand - d };
+                let elsewhere = Elsewhere { streams: streams - s, demand: demand - d, held: 0 };
                 local_budget(budget, s, d, elsewhere, floor_permille)
             })
             .sum();
