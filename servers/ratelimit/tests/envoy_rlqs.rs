@@ -8,101 +8,42 @@ use std::time::Duration;
 use crate::common::{Server, request_with, start};
 use crate::envoy::{Envoy, envoy_or_skip, start_envoy};
 
-/// Buckets `{tenant: <x-tenant header>}` in domain `q`; before the first assignment a
-/// bucket allows everything.
-fn config(rlqs_grpc: &str, backend: SocketAddr) -> String {
-    let (host, port) = rlqs_grpc.rsplit_once(':').unwrap();
-    format!(
-        r#"
-static_resources:
-  listeners:
-  - name: main
-    address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{prefix: "/"}}
-                route: {{cluster: backend, prefix_rewrite: "/healthcheck"}}
-          http_filters:
-          - name: envoy.filters.http.rate_limit_quota
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaFilterConfig
-              rlqs_server: {{envoy_grpc: {{cluster_name: rlqs}}}}
-              domain: q
-              bucket_matchers:
-                matcher_list:
-                  matchers:
-                  - predicate:
-                      single_predicate:
-                        input:
-                          name: tenant
-                          typed_config:
-                            "@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput
-                            header_name: x-tenant
-                        value_match: {{safe_regex: {{google_re2: {{}}, regex: ".+"}}}}
-                    on_match:
-                      action:
-                        name: bucket
-                        typed_config:
-                          "@type": type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings
-                          bucket_id_builder:
-                            bucket_id_builder:
-                              tenant:
-                                custom_value:
-                                  name: tenant
-                                  typed_config:
-                                    "@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput
-                                    header_name: x-tenant
-                          reporting_interval: 5s
-                          no_assignment_behavior:
-                            fallback_rate_limit: {{blanket_rule: ALLOW_ALL}}
-          - name: envoy.filters.http.router
-            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
-  clusters:
-  - name: rlqs
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
-    load_assignment:
-      cluster_name: rlqs
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {host}, port_value: {port}}}}}}}}}]}}]
-  - name: backend
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: backend
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {backend_port}}}}}}}}}]}}]
-admin:
-  address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
-"#,
-        backend_port = backend.port()
-    )
+/// `examples/rlqs/envoy.yaml` (buckets `{tenant: <x-tenant header>}` in domain `q`; a
+/// bucket's first request allowed by the filter's fallback) on our ports: its listener
+/// and admin on free ports, the RLQS cluster on `rlqs_grpc`, the upstream at `backend`.
+pub fn config(rlqs_grpc: &str, backend: SocketAddr) -> String {
+    let (_, port) = rlqs_grpc.rsplit_once(':').unwrap();
+    let example = include_str!("../../../examples/rlqs/envoy.yaml");
+    let mut yaml = example.to_owned();
+    for (from, to) in [
+        ("port_value: 10000", "port_value: 0".to_owned()),
+        ("port_value: 9901", "port_value: 0".to_owned()),
+        ("port_value: 8081", format!("port_value: {port}")),
+        (
+            "port_value: 8080",
+            format!("port_value: {}", backend.port()),
+        ),
+    ] {
+        assert_eq!(yaml.matches(from).count(), 1, "{from} in the example");
+        yaml = yaml.replace(from, &to);
+    }
+    yaml
 }
 
-const RULES: &str = "domain: q\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 4}\n  - key: tenant\n    value: closed\n    rate_limit: {unit: minute, requests_per_unit: 0}\n  - key: tenant\n    value: open\n    rate_limit: {unlimited: true}\n";
+/// The example's rules.
+const RULES: &str = include_str!("../../../examples/rlqs/rules.yaml");
 
-fn get(envoy: &Envoy, tenant: &str) -> u16 {
+pub fn get(envoy: &Envoy, tenant: &str) -> u16 {
     request_with(envoy.listener, "GET", "/", &[("x-tenant", tenant)], b"").status
 }
 
 /// The statuses of `n` requests in a row.
-fn burst(envoy: &Envoy, tenant: &str, n: usize) -> Vec<u16> {
+pub fn burst(envoy: &Envoy, tenant: &str, n: usize) -> Vec<u16> {
     (0..n).map(|_| get(envoy, tenant)).collect()
 }
 
 /// Waits for the first request's report to come back as an assignment.
-fn settle() {
+pub fn settle() {
     std::thread::sleep(Duration::from_millis(1500));
 }
 

@@ -8,6 +8,7 @@ mod common;
 mod connections;
 mod envoy;
 mod envoy_rlqs;
+mod envoy_rlqs_long;
 mod fuzz_corpus;
 mod grpc_face;
 mod health_states;
