@@ -305,6 +305,37 @@ async fn unix_domain_socket() {
     let r = call(&ch, &req("rl", &[("api_key", "uds")])).await.unwrap();
     assert_eq!(r.overall_code, Code::Ok);
     assert_eq!(r.statuses[0].limit_remaining, 1);
+
+    // RLQS on the same socket: the bucket of the same entries gets a token bucket.
+    use ratelimit_server::pb::envoy::r#type::v3::rate_limit_strategy::Strategy;
+    use ratelimit_server::pb::rlqs::rate_limit_quota_response::bucket_action::BucketAction;
+    use ratelimit_server::pb::rlqs::rate_limit_quota_service_client::RateLimitQuotaServiceClient as Rlqs;
+    use ratelimit_server::pb::rlqs::rate_limit_quota_usage_reports::BucketQuotaUsage;
+    use ratelimit_server::pb::rlqs::{BucketId, RateLimitQuotaUsageReports};
+    let report = RateLimitQuotaUsageReports {
+        domain: "rl".into(),
+        bucket_quota_usages: vec![BucketQuotaUsage {
+            bucket_id: Some(BucketId {
+                bucket: [("api_key".to_owned(), "uds".to_owned())].into(),
+            }),
+            num_requests_allowed: 1,
+            ..Default::default()
+        }],
+    };
+    let mut actions = Rlqs::new(ch)
+        .stream_rate_limit_quotas(tokio_stream::iter(vec![report]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = actions.message().await.unwrap().unwrap();
+    let Some(BucketAction::QuotaAssignmentAction(q)) = &msg.bucket_action[0].bucket_action else {
+        panic!("{msg:?}")
+    };
+    let strategy = q.rate_limit_strategy.as_ref().unwrap().strategy.as_ref();
+    assert!(
+        matches!(strategy, Some(Strategy::TokenBucket(_))),
+        "{msg:?}"
+    );
 }
 
 #[test]

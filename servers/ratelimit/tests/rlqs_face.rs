@@ -175,3 +175,25 @@ async fn a_stream_without_a_domain_is_refused() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
 }
+
+#[tokio::test]
+async fn sigterm_ends_rlqs_streams_at_once() {
+    let mut srv = start(&[("q.yaml", RULES)], &[]);
+    let mut e = open(&srv.grpc, "q", vec![usage("x", 1)]).await;
+    assert_eq!(next(&mut e).await["x"], tokens(10));
+    let stopping = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || {
+        let status = srv.proc.terminate(Duration::from_secs(15));
+        (status, srv)
+    });
+    let err = tokio::time::timeout(Duration::from_secs(5), e.actions.message())
+        .await
+        .expect("the stream ends")
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    let (status, _srv) = status.await.unwrap();
+    let took = stopping.elapsed();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    // Well inside the 10 s drain that an open stream would otherwise hold it for.
+    assert!(took < Duration::from_secs(5), "exit took {took:?}");
+}

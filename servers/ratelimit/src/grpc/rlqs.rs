@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ratelimit_core::RuleSet;
 use ratelimit_core::quota::{Action, Claim, NoPeers, Peers, QuotaEngine, StreamId};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
@@ -48,6 +48,9 @@ struct Hub {
     state: Mutex<State>,
     counters: Arc<Counters>,
     peers: Option<RedisPeers>,
+    /// Flips when the server stops: every stream then ends with `UNAVAILABLE`, so that
+    /// the connections drain at once and Envoy reconnects to another replica.
+    shutdown: watch::Receiver<bool>,
 }
 
 /// `ratelimit_server.RLQS.*` counters and gauges.
@@ -80,8 +83,9 @@ struct State {
 
 impl RlqsService {
     /// A service deciding from `app`'s rules with `app.settings.rlqs`, sharing budgets
-    /// through `app.quota_redis` when set. Call [`RlqsService::spawn_ticker`] once.
-    pub fn new(app: Arc<App>) -> Self {
+    /// through `app.quota_redis` when set, and ending its streams when `shutdown` flips.
+    /// Call [`RlqsService::spawn_ticker`] once.
+    pub fn new(app: Arc<App>, shutdown: watch::Receiver<bool>) -> Self {
         let rules = app.limiter.rules();
         let engine = QuotaEngine::new(
             rules.clone().unwrap_or_else(|| Arc::new(RuleSet::empty())),
@@ -124,6 +128,7 @@ impl RlqsService {
                 outboxes: HashMap::new(),
             }),
             peers,
+            shutdown,
         }))
     }
 
@@ -314,20 +319,33 @@ impl rlqs::rate_limit_quota_service_server::RateLimitQuotaService for RlqsServic
         hub.counters.streams.fetch_add(1, Relaxed);
         let (tx, rx) = mpsc::channel(OUTBOX);
         hub.lock().outboxes.insert(id, tx.clone());
+        let mut shutdown = hub.shutdown.clone();
         tokio::spawn(async move {
             let _ended = Ended(hub.clone(), id);
-            let first = match tokio::time::timeout(FIRST_REPORT_WITHIN, inbound.message()).await {
-                Ok(first) => first,
-                Err(_) => Err(Status::invalid_argument(format!(
-                    "no usage report naming a domain within {}s",
-                    FIRST_REPORT_WITHIN.as_secs()
-                ))),
+            let stopping = || {
+                Err(Status::unavailable(
+                    "the server is shutting down; reconnect to another replica",
+                ))
+            };
+            let first = tokio::select! {
+                first = tokio::time::timeout(FIRST_REPORT_WITHIN, inbound.message()) => {
+                    first.unwrap_or_else(|_| {
+                        Err(Status::invalid_argument(format!(
+                            "no usage report naming a domain within {}s",
+                            FIRST_REPORT_WITHIN.as_secs()
+                        )))
+                    })
+                }
+                _ = shutdown.wait_for(|stop| *stop) => stopping(),
             };
             let mut next = Some(first);
             loop {
                 let message = match next.take() {
                     Some(m) => m,
-                    None => inbound.message().await,
+                    None => tokio::select! {
+                        m = inbound.message() => m,
+                        _ = shutdown.wait_for(|stop| *stop) => stopping(),
+                    },
                 };
                 let outcome = match message {
                     Ok(Some(msg)) => hub.reports(id, client.as_deref(), msg).await,

@@ -90,7 +90,10 @@ impl RlsService {
 /// health service under the name `ratelimit`. The first status is set before this returns,
 /// so a health check that arrives with the first connection never finds the service
 /// unregistered.
-pub async fn routes(app: Arc<App>) -> GrpcRoutes<RlsService> {
+pub async fn routes(
+    app: Arc<App>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> GrpcRoutes<RlsService> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let mut rx = app.health.subscribe();
     let status = |healthy: bool| {
@@ -110,7 +113,7 @@ pub async fn routes(app: Arc<App>) -> GrpcRoutes<RlsService> {
     });
     let refused = app.limiter.stats().service_error.clone();
     let limits = app.settings.request_limits;
-    let rlqs = super::rlqs::RlqsService::new(app.clone());
+    let rlqs = super::rlqs::RlqsService::new(app.clone(), shutdown);
     rlqs.spawn_ticker();
     let rest = Routes::new(health_service)
         .add_service(RlqsServer::new(rlqs))

@@ -251,7 +251,7 @@ pub async fn serve(app: Arc<App>, listeners: Listeners, shutdown: impl Future<Ou
         Some((listener, tls)) => {
             let threads = grpc::conn_threads_for(&app.settings);
             let conns = grpc::Connections::from_settings(&app.settings, threads);
-            let routes = grpc::routes(app.clone()).await;
+            let routes = grpc::routes(app.clone(), rx.clone()).await;
             Some(tokio::spawn(grpc::serve_grpc(
                 listener,
                 routes,
