@@ -3,9 +3,11 @@
 mod algorithms;
 mod algorithms_memcached;
 mod algorithms_redis;
+mod buildah;
 mod check_config;
 mod common;
 mod connections;
+mod container;
 mod envoy;
 mod envoy_rlqs;
 mod fuzz_corpus;
