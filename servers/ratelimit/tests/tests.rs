@@ -9,6 +9,7 @@ mod common;
 mod connections;
 mod container;
 mod envoy;
+mod envoy_example;
 mod envoy_rlqs;
 mod fuzz_corpus;
 mod grpc_face;
