@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use test_support::process::{Capture, Proc};
 
-use crate::buildah::{Buildah, comm, describe, descendants, uids};
+use crate::buildah::{Buildah, comm, descendants, describe, uids};
 use crate::common::{listening, post_json, request};
 
 const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: day, requests_per_unit: 2}\n";
@@ -74,7 +74,10 @@ fn copy_binary(bin: &str, dest: &Path) {
 
 /// The shared libraries `bins` load (from `ldd`), copied under `base`.
 fn copy_libraries(bins: &[&str], base: &Path) {
-    let out = std::process::Command::new("ldd").args(bins).output().unwrap();
+    let out = std::process::Command::new("ldd")
+        .args(bins)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "ldd: {}", describe(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     let libs = text
@@ -119,7 +122,16 @@ fn ports_env() -> Vec<(&'static str, &'static str)> {
         "DEBUG_PORT",
     ]
     .into_iter()
-    .map(|k| (k, if k.ends_with("PORT") { "0" } else { "127.0.0.1" }))
+    .map(|k| {
+        (
+            k,
+            if k.ends_with("PORT") {
+                "0"
+            } else {
+                "127.0.0.1"
+            },
+        )
+    })
     .collect()
 }
 
@@ -160,7 +172,10 @@ fn the_image_serves_decides_checks_rules_and_stops_on_sigterm() {
     let mut env = ports_env();
     env.extend([("BACKEND_TYPE", "memory"), ("USE_STATSD", "false")]);
     env.push(("DISABLE_STATS", "true"));
-    let mut run = Proc::spawn(buildah.run(&container, &env, &volume, &cmd), Capture::Stderr);
+    let mut run = Proc::spawn(
+        buildah.run(&container, &env, &volume, &cmd),
+        Capture::Stderr,
+    );
     let (http, _debug, grpc) = run
         .find_line(Duration::from_secs(30), listening)
         .expect("the server in the container did not report its ports");

@@ -62,9 +62,15 @@ pub fn example_config(rls_grpc: &str, front: u16, app: u16, fail_closed: bool) -
         ("port_value: 10001}", format!("port_value: {app}}}")),
         ("port_value: 9901}", "port_value: 0}".to_owned()),
         ("port_value: 8081}", format!("port_value: {rls_port}}}")),
-        ("failure_mode_deny: false", format!("failure_mode_deny: {deny}")),
+        (
+            "failure_mode_deny: false",
+            format!("failure_mode_deny: {deny}"),
+        ),
     ] {
-        assert!(out.contains(from), "examples/envoy/envoy.yaml has no `{from}`");
+        assert!(
+            out.contains(from),
+            "examples/envoy/envoy.yaml has no `{from}`"
+        );
         out = out.replace(from, &to);
     }
     out
@@ -136,8 +142,8 @@ pub fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
             let main = v["listener_statuses"]
                 .as_array()
                 .and_then(|all| all.iter().find(|l| l["name"] == "main"));
-            if let Some(port) = main
-                .and_then(|l| l["local_address"]["socket_address"]["port_value"].as_u64())
+            if let Some(port) =
+                main.and_then(|l| l["local_address"]["socket_address"]["port_value"].as_u64())
                 && port != 0
             {
                 break SocketAddr::from(([127, 0, 0, 1], port as u16));

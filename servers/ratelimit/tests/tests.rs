@@ -8,6 +8,7 @@ mod check_config;
 mod common;
 mod connections;
 mod container;
+mod deploy_metrics;
 mod envoy;
 mod envoy_example;
 mod envoy_rlqs;
