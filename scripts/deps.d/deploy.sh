@@ -2,8 +2,9 @@
 # the image without a daemon (servers/ratelimit/tests/container.rs), Debian's prometheus
 # package brings promtool for the alerting rules, and kubernetes-validate (PyPI, with the
 # Kubernetes schemas inside the package, so validation runs offline) checks the manifests
-# (scripts/test.d/deploy.sh). Tests that need them fail rather than skip once this ran.
-need_apt buildah prometheus
+# (scripts/test.d/deploy.sh); examples/envoy/run.sh shows its answers with curl. Tests that
+# need them fail rather than skip once this ran.
+need_apt buildah prometheus curl
 # The package starts a Prometheus server where it can; the tests run promtool only.
 service prometheus stop >/dev/null 2>&1 || true
 DEPLOY_VENV=.tmp/deploy-venv
