@@ -25,7 +25,7 @@ need KUBERNETES_VALIDATE_BIN
 need PROMTOOL_BIN
 need ENVOY_BIN
 RATELIMIT_BIN=${RATELIMIT_BIN:-target/debug/ratelimit}
-[ -x "$RATELIMIT_BIN" ] || cargo build --quiet -p ratelimit-server --bin ratelimit
+[ -x "$RATELIMIT_BIN" ] || cargo build --quiet --locked -p ratelimit-server --bin ratelimit
 
 echo "-- Kubernetes manifests"
 for version in 1.30.0 1.37.0; do
