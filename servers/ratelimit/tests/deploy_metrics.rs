@@ -221,8 +221,19 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
         .unwrap_or_else(|| panic!("{line}"))
         .parse()
         .unwrap();
+    // One decision on each face: the gRPC service's counters exist once it has served.
     let decision = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"api_key","value":"m"}]}]}"#;
     assert_eq!(post_json(srv.http, decision).status, 200);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let ch = crate::grpc_face::channel(&srv.grpc).await;
+        crate::grpc_face::call(&ch, &crate::grpc_face::req("rl", &[("api_key", "g")]))
+            .await
+            .unwrap();
+    });
     let scrape = request(metrics, "GET", "/metrics", b"");
     assert_eq!(scrape.status, 200);
     let mut known = exported(&scrape.text());
