@@ -4,7 +4,7 @@
 # Kubernetes schemas inside the package, so validation runs offline) checks the manifests
 # (scripts/test.d/deploy.sh); examples/envoy/run.sh shows its answers with curl. Tests that
 # need them fail rather than skip once this ran.
-need_apt buildah prometheus curl
+need_apt buildah prometheus curl python3 python3-venv
 # The package starts a Prometheus server where it can; the tests run promtool only.
 service prometheus stop >/dev/null 2>&1 || true
 DEPLOY_VENV=.tmp/deploy-venv
