@@ -52,7 +52,7 @@ pub struct Envoy {
 /// The example's Envoy configuration (`examples/envoy/envoy.yaml`, which `run.sh` runs),
 /// with this test's ports: the front on `front`, the app on `app`, the rate limit service
 /// at `rls_grpc`, admin on an ephemeral port. `fail_closed` turns `failure_mode_deny` on.
-pub fn example_config(rls_grpc: &str, front: u16, app: u16, fail_closed: bool) -> String {
+fn example_config(rls_grpc: &str, front: u16, app: u16, fail_closed: bool) -> String {
     let text = std::fs::read_to_string(example_dir().join("envoy.yaml")).unwrap();
     let rls_port = rls_grpc.rsplit_once(':').unwrap().1;
     let deny = if fail_closed { "true" } else { "false" };
