@@ -5,7 +5,8 @@
 //! `/out` by the binaries this test run built, and distroless's `cc` image by the shared
 //! libraries those binaries load (glibc and libgcc, what that image provides). Every other
 //! instruction (user, environment, volume, command, stop signal) is the Containerfile's
-//! own. The image then runs as it says: its command, its user, rules in its volume.
+//! own. The image then runs as it says: its command, its user, rules in its volume (laid
+//! out as Kubernetes mounts a ConfigMap, and updated as Kubernetes updates one).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use test_support::process::{Capture, Proc};
 
 use crate::buildah::{Buildah, comm, descendants, describe, uids};
 use crate::common::{listening, post_json, request};
+use crate::rules_util::{swap_symlink, within};
 
 const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: day, requests_per_unit: 2}\n";
 
@@ -164,9 +166,19 @@ fn the_image_serves_decides_checks_rules_and_stops_on_sigterm() {
         .map(|a| a.as_str().unwrap())
         .collect();
 
+    // The rules as Kubernetes mounts a ConfigMap: `rl.yaml -> ..data/rl.yaml`, `..data`
+    // a symlink to the current version's directory, swapped on an update.
     let rules = ctx.join("rules");
-    std::fs::create_dir_all(&rules).unwrap();
-    std::fs::write(rules.join("rl.yaml"), RULES).unwrap();
+    for (version, limit) in [("..v1", 2), ("..v2", 5)] {
+        std::fs::create_dir_all(rules.join(version)).unwrap();
+        let text = RULES.replace(
+            "requests_per_unit: 2",
+            &format!("requests_per_unit: {limit}"),
+        );
+        std::fs::write(rules.join(version).join("rl.yaml"), text).unwrap();
+    }
+    std::os::unix::fs::symlink("..v1", rules.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/rl.yaml", rules.join("rl.yaml")).unwrap();
     let volume = vec![format!("{}:{rules_dir}:ro", rules.display())];
     let container = buildah.ok(&["from", "ratelimit-test"]);
     let mut env = ports_env();
@@ -230,6 +242,17 @@ fn the_image_serves_decides_checks_rules_and_stops_on_sigterm() {
         .unwrap();
     assert_eq!(check.status.code(), Some(0), "{}", describe(&check));
     assert!(String::from_utf8_lossy(&check.stdout).starts_with("ok: 1 file(s)"));
+
+    // A ConfigMap update, seen through the volume: the new limit applies.
+    swap_symlink(&rules.join("..data"), Path::new("..v2"));
+    let fresh = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"api_key","value":"new"}]}]}"#;
+    let limit =
+        || post_json(http, fresh).json()["statuses"][0]["currentLimit"]["requestsPerUnit"].clone();
+    let reloaded = within(Duration::from_secs(10), || limit() == 5);
+    assert!(
+        reloaded.is_some(),
+        "the ..data swap did not reload the rules"
+    );
 
     // SIGTERM to the server (buildah does not forward it): a clean exit, 0.
     let sent = std::process::Command::new("kill")
