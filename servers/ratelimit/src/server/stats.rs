@@ -12,8 +12,18 @@ use crate::conn::Gate;
 use crate::metrics::statsd::{self, Flavor};
 use crate::settings::StatsSink;
 
-/// Gauges read at each flush: the Redis pools' open connections, the local cache's counts.
+/// The health gauge's statsd-style name (Prometheus: `ratelimit_server_healthy`).
+const HEALTHY: &str = "ratelimit_server.healthy";
+
+/// Gauges read at each flush: overall health, the Redis pools' open connections, the local
+/// cache's counts.
 pub(super) fn add_gauges(app: &Arc<App>, redis: Option<Arc<RedisStore>>) {
+    // What /healthcheck answers, as 1 or 0, so that dashboards and alerts see an instance
+    // that is up but refuses traffic (store unhealthy, no rules yet, draining).
+    let health_app = app.clone();
+    app.metrics.add_gauges(move |out| {
+        out.push((HEALTHY.into(), u64::from(health_app.health.healthy())));
+    });
     if let Some(r) = redis {
         app.metrics.add_gauges(move |out| {
             let (main, per_second) = r.active_connections();
