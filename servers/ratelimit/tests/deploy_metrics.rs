@@ -236,6 +236,14 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
     });
     let scrape = request(metrics, "GET", "/metrics", b"");
     assert_eq!(scrape.status, 200);
+    // Both decisions' Redis calls were timed.
+    let store_calls: u64 = scrape
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("ratelimit_store_response_time_seconds_count "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no store timer in {}", scrape.text()));
+    assert_eq!(store_calls, 2);
     let mut known = exported(&scrape.text());
     // Prometheus itself adds `up` to every target it scrapes.
     known.insert("up".to_owned());
@@ -265,6 +273,7 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
         "ratelimit_service_rate_limit_over_limit",
         "ratelimit_service_should_rate_limit_error",
         "ratelimit_service_response_time_seconds_bucket",
+        "ratelimit_store_response_time_seconds_bucket",
         "ratelimit_redis_pool_cx_active",
         "ratelimit_service_config_load_error",
         "ratelimit_server_healthy",

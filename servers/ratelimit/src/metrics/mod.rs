@@ -18,6 +18,8 @@ use histogram::{Histogram, HistogramSnapshot};
 
 /// The statsd-style name of the decision call's timer.
 pub const RESPONSE_TIME: &str = "ratelimit_server.ShouldRateLimit.response_time";
+/// The name of the remote store's round-trip histogram.
+pub const STORE_TIME: &str = "ratelimit.store.response_time";
 
 /// One statistic's current value.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +40,9 @@ pub struct Metrics {
     pub stats: Arc<Stats>,
     /// `ratelimit_server.ShouldRateLimit.response_time`.
     pub response_time: Histogram,
+    /// `ratelimit.store.response_time`: each call to a remote store (Redis, memcached),
+    /// errors included; absent on the memory store.
+    pub store_time: Option<Arc<Histogram>>,
     gauges: Mutex<Vec<GaugeFn>>,
 }
 
@@ -47,6 +52,7 @@ impl Metrics {
         Metrics {
             stats,
             response_time: Histogram::default(),
+            store_time: None,
             gauges: Mutex::default(),
         }
     }
@@ -81,6 +87,9 @@ impl Metrics {
             RESPONSE_TIME.to_owned(),
             Value::Timer(self.response_time.snapshot()),
         ));
+        if let Some(h) = &self.store_time {
+            out.push((STORE_TIME.to_owned(), Value::Timer(h.snapshot())));
+        }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         (out, mark)
     }

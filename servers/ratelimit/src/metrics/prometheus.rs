@@ -102,6 +102,11 @@ pub fn default_mappings() -> Vec<Mapping> {
         Some(("grpc_method", "$1")),
     ));
     out.push(one(
+        "ratelimit.store.response_time",
+        "ratelimit_store_response_time_seconds",
+        None,
+    ));
+    out.push(one(
         "ratelimit.service.config_load_success",
         "ratelimit_service_config_load_success",
         None,

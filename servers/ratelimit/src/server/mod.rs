@@ -54,7 +54,9 @@ pub async fn run<F: Future<Output = ()>>(
         settings.stats_dynamic_cap,
         settings.stats_dynamic_bytes,
     ));
-    let metrics = Arc::new(Metrics::new(stats.clone()));
+    let mut metrics = Metrics::new(stats.clone());
+    let store = store::timed(&settings, store, &mut metrics);
+    let metrics = Arc::new(metrics);
     let limiter = Limiter::builder(store, clock)
         .settings(settings.limiter.clone())
         .stats(stats)

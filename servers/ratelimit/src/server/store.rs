@@ -1,14 +1,18 @@
-//! The counter store `BACKEND_TYPE` names, connected, and wrapped in spans when tracing is
-//! on.
+//! The counter store `BACKEND_TYPE` names, connected, timed when it is remote, and wrapped
+//! in spans when tracing is on.
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use async_trait::async_trait;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use ratelimit_backends::memcached::Severity;
 use ratelimit_backends::{MemcachedStore, MemoryStore, RedisStore};
-use ratelimit_core::CounterStore;
+use ratelimit_core::{CounterStore, Increment, StoreError};
 
 use crate::log::{self, Level};
+use crate::metrics::Metrics;
+use crate::metrics::histogram::Histogram;
 use crate::settings::{BackendType, Settings};
 
 /// The store, and the Redis store again when it is one (its pools feed gauges).
@@ -59,4 +63,58 @@ pub(super) fn traced(
     }
     let provider = crate::tracing::init(&settings.tracing)?;
     Ok((Arc::new(crate::tracing::TracedStore(store)), Some(provider)))
+}
+
+/// Times every call to a remote store into `metrics.store_time`; the memory store, which
+/// answers in the decision's own time, is left as it is.
+pub(super) fn timed(
+    settings: &Settings,
+    store: Arc<dyn CounterStore>,
+    metrics: &mut Metrics,
+) -> Arc<dyn CounterStore> {
+    if settings.backend_type == BackendType::Memory {
+        return store;
+    }
+    let histogram = Arc::new(Histogram::default());
+    metrics.store_time = Some(histogram.clone());
+    Arc::new(TimedStore { store, histogram })
+}
+
+/// A store whose calls are timed, errors included.
+struct TimedStore {
+    store: Arc<dyn CounterStore>,
+    histogram: Arc<Histogram>,
+}
+
+#[async_trait]
+impl CounterStore for TimedStore {
+    async fn increment(
+        &self,
+        now: u64,
+        batch: &[Increment],
+        counts: &mut [u64],
+    ) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let r = self.store.increment(now, batch, counts).await;
+        self.histogram.observe(started.elapsed());
+        r
+    }
+
+    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let r = self.store.get(now, keys, out).await;
+        self.histogram.observe(started.elapsed());
+        r
+    }
+
+    async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let r = self.store.refund(now, batch).await;
+        self.histogram.observe(started.elapsed());
+        r
+    }
+
+    fn healthy(&self) -> bool {
+        self.store.healthy()
+    }
 }
