@@ -139,3 +139,42 @@ fn example_rules_match_buckets_with_rls_precedence() {
     );
     assert_eq!(find(&[("bucket", "other")]), None);
 }
+
+#[test]
+fn buckets_under_a_share_threshold_share_one_pool() {
+    let rules = RuleSet::from_yaml(
+        [(
+            "q.yaml",
+            "domain: q
+descriptors:
+  - key: org
+    descriptors:
+      - key: path
+        value: /api/*
+        share_threshold: true
+        rate_limit: {unit: minute, requests_per_unit: 10}
+      - key: path
+        value: /web/*
+        rate_limit: {unit: minute, requests_per_unit: 10}
+",
+        )],
+        false,
+        &Stats::default(),
+    )
+    .unwrap();
+    let bucket = |org: &str, path: &str| -> BTreeMap<String, String> {
+        [("org", org), ("path", path)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    };
+    let pool = |b| rules.bucket_pool("q", &b);
+    // Shared: every /api/ path of one org draws on one budget, named by the pattern.
+    assert_eq!(pool(bucket("a", "/api/x")), Some(bucket("a", "/api/*")));
+    assert_eq!(pool(bucket("a", "/api/y")), Some(bucket("a", "/api/*")));
+    assert_ne!(pool(bucket("b", "/api/x")), pool(bucket("a", "/api/x")));
+    // Without share_threshold each bucket is its own budget; no rule, no pool.
+    assert_eq!(pool(bucket("a", "/web/x")), Some(bucket("a", "/web/x")));
+    assert_eq!(pool(bucket("a", "/other")), None);
+    assert_eq!(rules.bucket_pool("nope", &bucket("a", "/api/x")), None);
+}

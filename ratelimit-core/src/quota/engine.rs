@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use super::share::{self, SCALE};
+use super::share;
 use super::{
     Action, BucketId, Peers, Policy, QuotaSettings, Strategy, StreamId, Usage, policy, rule_stats,
 };
@@ -11,6 +11,7 @@ use crate::rules::RuleSet;
 use crate::stats::{RuleStats, StatDelta};
 
 mod claims;
+mod shares;
 
 /// RLQS assignments for every connected stream, decided from the rules and the usage the
 /// streams report. Pure: the caller feeds it events with the time they happened (in
@@ -72,6 +73,9 @@ struct Sent {
 #[derive(Debug)]
 struct Bucket {
     policy: Policy,
+    /// The budget it draws on ([`RuleSet::bucket_pool`]): itself, or the pattern shared by
+    /// every bucket of a `share_threshold` rule.
+    pool: BucketId,
     subscribers: BTreeSet<StreamId>,
     held: Vec<Held>,
 }
@@ -108,6 +112,7 @@ impl QuotaEngine {
         self.rules = rules;
         for ((domain, bucket), b) in &mut self.buckets {
             b.policy = policy(&self.rules, domain, bucket, self.settings.no_match);
+            b.pool = pool_of(&self.rules, domain, bucket);
         }
         for st in self.streams.values_mut() {
             for (bucket, sub) in &mut st.subs {
@@ -181,6 +186,7 @@ impl QuotaEngine {
                 }
                 let b = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
                     policy: policy(&self.rules, &st.domain, &u.bucket, self.settings.no_match),
+                    pool: pool_of(&self.rules, &st.domain, &u.bucket),
                     subscribers: BTreeSet::new(),
                     held: Vec::new(),
                 });
@@ -329,79 +335,6 @@ impl QuotaEngine {
         }
     }
 
-    /// Every subscription's strategy and share as of `now_ms` (in the buckets of `only`,
-    /// when given); forgets buckets nobody subscribes to or holds a share of any more.
-    fn desired(
-        &mut self,
-        now_ms: u64,
-        peers: &dyn Peers,
-        only: Option<&BTreeSet<(String, BucketId)>>,
-    ) -> Vec<Desired> {
-        let mut desired = Vec::new();
-        let floor = self.settings.floor_permille;
-        let window_ms = self.settings.demand_window_secs * 1000;
-        self.buckets.retain(|key, b| {
-            if only.is_some_and(|only| !only.contains(key)) {
-                return true;
-            }
-            let (domain, bucket) = key;
-            b.held.retain(|h| h.until_ms > now_ms);
-            if b.subscribers.is_empty() {
-                return !b.held.is_empty();
-            }
-            let (requests, window_secs) = match b.policy {
-                Policy::AllowAll | Policy::DenyAll => {
-                    let strategy = if b.policy == Policy::AllowAll {
-                        Strategy::AllowAll
-                    } else {
-                        Strategy::DenyAll
-                    };
-                    for &s in &b.subscribers {
-                        desired.push((s, bucket.clone(), strategy, 0, 1));
-                    }
-                    return true;
-                }
-                Policy::Limit {
-                    requests,
-                    window_secs,
-                } => (requests, window_secs),
-            };
-            let demands: Vec<u64> = b
-                .subscribers
-                .iter()
-                .map(|s| {
-                    self.streams
-                        .get(s)
-                        .and_then(|st| st.subs.get(bucket))
-                        .map_or(0, |sub| demand(sub, window_secs, now_ms, window_ms))
-                })
-                .collect();
-            // Shares still held by departed streams, here and elsewhere, come off first;
-            // the rest is split between the replicas by what they claim.
-            let held: u64 = b.held.iter().map(|h| h.share).sum();
-            let elsewhere = peers.elsewhere(domain, bucket);
-            let budget = requests
-                .saturating_mul(SCALE)
-                .saturating_sub(held)
-                .saturating_sub(elsewhere.held);
-            let local = share::local_budget(
-                budget,
-                demands.len() as u64,
-                demands.iter().fold(0u64, |a, d| a.saturating_add(*d)),
-                elsewhere,
-                floor,
-            );
-            let shares = share::fair_shares(local, &demands, floor);
-            for (&s, share) in b.subscribers.iter().zip(shares) {
-                let strategy = share::token_bucket(share, window_secs)
-                    .map_or(Strategy::DenyAll, Strategy::TokenBucket);
-                desired.push((s, bucket.clone(), strategy, share, window_secs));
-            }
-            true
-        });
-        desired
-    }
-
     /// Every assignment streams hold: stream, domain, bucket, strategy, and the share
     /// (thousandths of a request per rule window; 0 for blanket rules) it stays within.
     pub fn assignments(&self) -> impl Iterator<Item = (StreamId, &str, &BucketId, Strategy, u64)> {
@@ -435,9 +368,6 @@ impl QuotaEngine {
     }
 }
 
-/// One subscription's strategy, its share and the rule's window.
-type Desired = (StreamId, BucketId, Strategy, u64, u64);
-
 /// Whether the sent token bucket stays instead of `new`: it fits the new share, and `new`
 /// is not slower and faster by at most `change_permille` thousandths.
 fn keeps(sent: &Sent, new: Strategy, share: u64, window_secs: u64, change_permille: u64) -> bool {
@@ -453,17 +383,9 @@ fn keeps(sent: &Sent, new: Strategy, share: u64, window_secs: u64, change_permil
     new_rate * 1000 <= old_rate * u128::from(1000 + change_permille.min(1_000_000))
 }
 
-/// A subscription's demand: requests per second over its recent reports, in
-/// [`SCALE`]d requests per window of `window_secs`. A report covers at least a second.
-fn demand(sub: &Sub, window_secs: u64, now_ms: u64, demand_window_ms: u64) -> u64 {
-    let (requests, elapsed) = sub
-        .samples
-        .iter()
-        .filter(|s| s.at_ms.saturating_add(demand_window_ms) >= now_ms)
-        .fold((0u128, 0u128), |(r, e), s| {
-            (r + u128::from(s.requests), e + u128::from(s.elapsed_ms))
-        });
-    let per_window =
-        requests * u128::from(SCALE) * u128::from(window_secs) * 1000 / elapsed.max(1000);
-    u64::try_from(per_window).unwrap_or(u64::MAX)
+/// The budget `bucket` draws on: see [`RuleSet::bucket_pool`]; itself when no rule matches.
+fn pool_of(rules: &RuleSet, domain: &str, bucket: &BucketId) -> BucketId {
+    rules
+        .bucket_pool(domain, bucket)
+        .unwrap_or_else(|| bucket.clone())
 }

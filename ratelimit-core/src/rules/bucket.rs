@@ -21,26 +21,55 @@ pub const MAX_BUCKET_ENTRIES: usize = 8;
 impl RuleSet {
     /// The rule for an RLQS bucket id in `domain`: see the module's documentation.
     pub fn find_bucket(&self, domain: &str, bucket: &BTreeMap<String, String>) -> Match<'_> {
-        let Some(view) = self.domain(domain) else {
-            return Match::UnknownDomain;
-        };
+        self.find_bucket_path(domain, bucket)
+            .map_or(Match::UnknownDomain, |found| {
+                found.map_or(Match::NoRule, |(rule, _)| Match::Rule(rule))
+            })
+    }
+
+    /// The budget a bucket draws on: the bucket itself, unless its rule has
+    /// `share_threshold` levels, whose values are replaced by the rule's pattern (every
+    /// bucket matching the pattern shares one budget, as RLS shares one counter). `None`
+    /// when no rule matches.
+    pub fn bucket_pool(
+        &self,
+        domain: &str,
+        bucket: &BTreeMap<String, String>,
+    ) -> Option<BTreeMap<String, String>> {
+        let (rule, path) = self.find_bucket_path(domain, bucket)??;
+        let mut pool = bucket.clone();
+        if rule.shares {
+            let names: Vec<&String> = bucket.keys().collect();
+            for (level, &i) in rule.levels.iter().zip(&path) {
+                if let Some(pattern) = &level.shared_value {
+                    pool.insert(names[i].clone(), pattern.clone());
+                }
+            }
+        }
+        Some(pool)
+    }
+
+    /// The matched rule and, per level from the root, the index (in name order) of the
+    /// bucket entry used there. `None` for an unknown domain, `Some(None)` for no rule.
+    #[allow(clippy::type_complexity)]
+    fn find_bucket_path(
+        &self,
+        domain: &str,
+        bucket: &BTreeMap<String, String>,
+    ) -> Option<Option<(&Arc<Rule>, Vec<usize>)>> {
+        let view = self.domain(domain)?;
         if bucket.is_empty() || bucket.len() > MAX_BUCKET_ENTRIES {
-            return Match::NoRule;
+            return Some(None);
         }
         let entries: Vec<(&str, &str)> = bucket
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let mut used = vec![false; entries.len()];
+        let mut path = Vec::with_capacity(entries.len());
         let mut scratch = String::new();
-        search(
-            &view.0.root,
-            &entries,
-            &mut used,
-            entries.len(),
-            &mut scratch,
-        )
-        .map_or(Match::NoRule, Match::Rule)
+        let rule = search(&view.0.root, &entries, &mut used, &mut path, &mut scratch);
+        Some(rule.map(|r| (r, path)))
     }
 }
 
@@ -74,13 +103,16 @@ impl DomainView<'_> {
     }
 }
 
+/// Depth-first over the tree, using each entry once; `path` ends holding the entries'
+/// indices in level order when a rule is found.
 fn search<'a>(
     level: &'a Children,
     entries: &[(&str, &str)],
     used: &mut [bool],
-    left: usize,
+    path: &mut Vec<usize>,
     scratch: &mut String,
 ) -> Option<&'a Arc<Rule>> {
+    let left = entries.len() - path.len();
     // Entries are in name order already (a BTreeMap's), so a stable sort by rank keeps
     // names in order within a rank.
     let mut candidates: Vec<(u8, usize, &'a Node)> = entries
@@ -95,6 +127,7 @@ fn search<'a>(
     for (_, i, node) in candidates {
         if left == 1 {
             if let Some(rule) = node.rule.as_ref() {
+                path.push(i);
                 return Some(rule);
             }
             continue;
@@ -103,11 +136,13 @@ fn search<'a>(
             continue;
         }
         used[i] = true;
-        let found = search(&node.children, entries, used, left - 1, scratch);
-        used[i] = false;
+        path.push(i);
+        let found = search(&node.children, entries, used, path, scratch);
         if found.is_some() {
             return found;
         }
+        path.pop();
+        used[i] = false;
     }
     None
 }

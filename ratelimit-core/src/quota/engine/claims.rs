@@ -1,28 +1,31 @@
-//! What this replica claims of its buckets, for replicas that share budgets.
+//! What this replica claims of its budgets, for replicas that share them.
 
-use super::{Policy, QuotaEngine, demand};
-use crate::quota::{BucketId, Claim, Elsewhere};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::QuotaEngine;
+use super::shares::demand;
+use crate::quota::{BucketId, Claim, Elsewhere, Policy};
 
 impl QuotaEngine {
-    /// What this replica claims of each limited bucket it has subscribers for, as of
-    /// `now_ms`: the number of streams and their summed demand, in the units of
-    /// [`Elsewhere`], for the other replicas' [`Peers`](crate::quota::Peers). Shares that
-    /// departed streams' Envoys may still be enforcing are claimed too, as `held`, so
-    /// that no other replica hands them out meanwhile.
+    /// What this replica claims of each limited budget (a bucket, or a `share_threshold`
+    /// pool) it has subscribers for, as of `now_ms`: the number of subscriptions and their
+    /// summed demand, in the units of [`Elsewhere`], for the other replicas'
+    /// [`Peers`](crate::quota::Peers). Shares that departed streams' Envoys may still be
+    /// enforcing are claimed too, as `held`, so that no other replica hands them out
+    /// meanwhile.
     pub fn claims(&self, now_ms: u64) -> Vec<Claim> {
-        self.buckets
-            .keys()
-            .filter_map(|(domain, bucket)| self.claim(domain, bucket, now_ms))
-            .collect()
+        self.claims_of(None, now_ms)
     }
 
-    /// [`QuotaEngine::claims`] of the buckets that gained a subscriber since the last
-    /// tick: what a replica publishes before it answers their first reports.
+    /// [`QuotaEngine::claims`] of the budgets of buckets that gained a subscriber since
+    /// the last tick: what a replica publishes before it answers their first reports.
     pub fn fresh_claims(&self, now_ms: u64) -> Vec<Claim> {
-        self.fresh
+        let pools: BTreeSet<(String, BucketId)> = self
+            .fresh
             .iter()
-            .filter_map(|(domain, bucket)| self.claim(domain, bucket, now_ms))
-            .collect()
+            .filter_map(|key| Some((key.0.clone(), self.buckets.get(key)?.pool.clone())))
+            .collect();
+        self.claims_of(Some(&pools), now_ms)
     }
 
     /// Buckets tracked (subscribed to, or with shares still held).
@@ -35,37 +38,44 @@ impl QuotaEngine {
         self.streams.len()
     }
 
-    fn claim(&self, domain: &str, bucket: &BucketId, now_ms: u64) -> Option<Claim> {
-        let key = (domain.to_owned(), bucket.clone());
-        let b = self.buckets.get(&key)?;
-        let Policy::Limit { window_secs, .. } = b.policy else {
-            return None;
-        };
-        if b.subscribers.is_empty() && b.held.iter().all(|h| h.until_ms <= now_ms) {
-            return None;
-        }
-        let held: u64 = b
-            .held
-            .iter()
-            .filter(|h| h.until_ms > now_ms)
-            .map(|h| h.share)
-            .sum();
+    fn claims_of(&self, only: Option<&BTreeSet<(String, BucketId)>>, now_ms: u64) -> Vec<Claim> {
         let window_ms = self.settings.demand_window_secs * 1000;
-        let demand = b
-            .subscribers
-            .iter()
-            .filter_map(|s| self.streams.get(s)?.subs.get(bucket))
-            .map(|sub| demand(sub, window_secs, now_ms, window_ms))
-            .fold(0u64, u64::saturating_add);
-        let (domain, bucket) = key;
-        Some(Claim {
-            domain,
-            bucket,
-            here: Elsewhere {
-                streams: b.subscribers.len() as u64,
-                demand,
-                held,
-            },
-        })
+        let mut pools: BTreeMap<(String, BucketId), Elsewhere> = BTreeMap::new();
+        for ((domain, bucket), b) in &self.buckets {
+            let Policy::Limit { window_secs, .. } = b.policy else {
+                continue;
+            };
+            let pool = (domain.clone(), b.pool.clone());
+            if only.is_some_and(|only| !only.contains(&pool)) {
+                continue;
+            }
+            let held: u64 = b
+                .held
+                .iter()
+                .filter(|h| h.until_ms > now_ms)
+                .map(|h| h.share)
+                .sum();
+            if b.subscribers.is_empty() && held == 0 {
+                continue;
+            }
+            let demand = b
+                .subscribers
+                .iter()
+                .filter_map(|s| self.streams.get(s)?.subs.get(bucket))
+                .map(|sub| demand(sub, window_secs, now_ms, window_ms))
+                .fold(0u64, u64::saturating_add);
+            let claim = pools.entry(pool).or_default();
+            claim.streams += b.subscribers.len() as u64;
+            claim.demand = claim.demand.saturating_add(demand);
+            claim.held = claim.held.saturating_add(held);
+        }
+        pools
+            .into_iter()
+            .map(|((domain, bucket), here)| Claim {
+                domain,
+                bucket,
+                here,
+            })
+            .collect()
     }
 }

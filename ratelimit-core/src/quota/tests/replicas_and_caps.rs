@@ -151,3 +151,54 @@ fn shares_held_on_other_replicas_come_off_the_budget() {
         matches!(strategy_of(&out, 1), Some(Strategy::TokenBucket(t)) if t.tokens_per_fill == 6)
     );
 }
+
+#[test]
+fn buckets_of_a_share_threshold_rule_split_one_budget() {
+    let rules = Arc::new(
+        RuleSet::from_yaml(
+            [(
+                "q.yaml",
+                "domain: d
+descriptors:
+  - key: path
+    value: /api/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: path
+    value: /web/*
+    rate_limit: {unit: minute, requests_per_unit: 10}
+",
+            )],
+            false,
+            &Stats::default(),
+        )
+        .unwrap(),
+    );
+    let mut e = QuotaEngine::new(rules, QuotaSettings::default());
+    let (x, y) = (bucket(&[("path", "/api/x")]), bucket(&[("path", "/api/y")]));
+    let (w, v) = (bucket(&[("path", "/web/x")]), bucket(&[("path", "/web/y")]));
+    e.connect(1, "d", None);
+    e.connect(2, "d", None);
+    e.report(1, &[usage(&x, 1, 0), usage(&w, 1, 0)], 0);
+    e.report(2, &[usage(&y, 1, 0), usage(&v, 1, 0)], 0);
+    e.tick(0, &NoPeers);
+    let tokens = |stream, b: &BucketId| {
+        e.assignments()
+            .find(|(s, _, bucket, _, _)| *s == stream && *bucket == b)
+            .and_then(|(_, _, _, strategy, _)| match strategy {
+                Strategy::TokenBucket(t) => Some(t.tokens_per_fill),
+                _ => None,
+            })
+    };
+    // /api/x and /api/y draw on one budget of 10; /web/x and /web/y have 10 each.
+    assert_eq!((tokens(1, &x), tokens(2, &y)), (Some(5), Some(5)));
+    assert_eq!((tokens(1, &w), tokens(2, &v)), (Some(10), Some(10)));
+    // Replicas see the pool, named by the pattern, as one claim of two subscriptions.
+    let claims = e.claims(0);
+    let pool = claims
+        .iter()
+        .find(|c| c.bucket == bucket(&[("path", "/api/*")]))
+        .unwrap();
+    assert_eq!(pool.here.streams, 2);
+    assert_eq!(claims.len(), 3, "{claims:?}");
+}
