@@ -35,12 +35,13 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use trading_model::auth::{AuthError, Signed, Token, check_nonce};
+use trading_model::auth::{AuthError, Signed, Token};
 use trading_model::limits::Subject;
 use trading_model::market::Market;
+use trading_model::replay::Nonce;
 use trading_model::{
-    ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, PREFIX, Request, failure,
-    prepare, route_error, success,
+    ApiError, AuthMeta, Catalogue, Context, Endpoint, ErrorCode, Meta, Method, PREFIX, Request,
+    failure, prepare, route_error, success,
 };
 
 mod account;
@@ -323,7 +324,9 @@ async fn respond(
 ) -> Response<Full<Bytes>> {
     let started = Instant::now();
     let now = (app.settings.clock)();
-    let raw_path = req.uri().path().to_owned();
+    // An SDK whose domain setting ends in a slash asks for `//api/v2/...`: the extra
+    // leading slashes name no other resource, so they are dropped.
+    let raw_path = format!("/{}", req.uri().path().trim_start_matches('/'));
     let endpoint_path = raw_path
         .strip_prefix(PREFIX)
         .unwrap_or(&raw_path)
@@ -355,11 +358,9 @@ async fn respond(
         let body = failure(&err, meta(ep).process_micros(micros));
         let mut resp = json_response(err.status, &body);
         if err.status == 405 {
-            if let Some(known) = app.cat.get(endpoint_path.trim_end_matches('/')) {
-                let allow: Vec<&str> = known.methods.iter().map(|m| m.as_str()).collect();
-                if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
-                    resp.headers_mut().insert(header::ALLOW, v);
-                }
+            let allow: Vec<&str> = Method::SERVED.iter().map(|m| m.as_str()).collect();
+            if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
+                resp.headers_mut().insert(header::ALLOW, v);
             }
         }
         resp
@@ -387,7 +388,8 @@ async fn respond(
                 Ok(_) => route_error(&e, &endpoint_path),
                 Err(body_err) => body_err,
             };
-            return fail(err, None);
+            // A known path with an unserved method still reports that endpoint's meta.
+            return fail(err, app.cat.get(endpoint_path.trim_end_matches('/')));
         }
     };
 
@@ -453,6 +455,13 @@ async fn respond(
         }
     };
     extra.extend(limit.headers);
+    // A call that presents a key is answered about that key: a wrong secret is told so
+    // even from an address under a ban (the attempt was counted above all the same).
+    // Keyless calls to key-only endpoints are anonymous traffic and get the limit's answer.
+    let caller = match caller {
+        Err(e) if key.is_some() => return fail(e, Some(ep)),
+        other => other,
+    };
     if let Some(e) = limit.error {
         return fail(e, Some(ep));
     }
@@ -567,9 +576,10 @@ fn store_error(e: &store::StoreError) -> ApiError {
 }
 
 /// Checks, in order: key header, Authorization header, token shape, key known, signature,
-/// nonce shape and clock, strict claims (for strict keys), then advances the nonce. The
-/// nonce is only consumed by a request that passed every other check, so forged requests
-/// cannot burn a client's nonces.
+/// nonce shape, strict claims (for strict keys), then the key's replay memory
+/// (`trading_model::replay`), which remembers the nonce. The nonce is only consumed by a
+/// request that passed every other check, so forged requests cannot burn a client's
+/// nonces.
 async fn authenticate(
     app: &App,
     key: Option<String>,
@@ -594,8 +604,10 @@ async fn authenticate(
         return Err(AuthError::InvalidKey.to_api_error());
     }
     token.verify(&record.secret).map_err(|e| e.to_api_error())?;
-    let nonce = token.nonce().map_err(|e| e.to_api_error())?;
-    check_nonce(nonce, None, now_ms).map_err(|e| e.to_api_error())?;
+    let nonce = token
+        .nonce()
+        .and_then(Nonce::new)
+        .map_err(|e| e.to_api_error())?;
     if record.strict {
         token
             .check_strict(signed, now_ms)
@@ -603,13 +615,11 @@ async fn authenticate(
     }
     let store = app.store.clone();
     let k = key.clone();
-    let advanced = tokio::task::spawn_blocking(move || store.advance_nonce(&k, nonce))
+    tokio::task::spawn_blocking(move || store.accept_nonce(&k, &nonce, now_ms))
         .await
         .map_err(|_| ApiError::new(ErrorCode::Database))?
-        .map_err(|e| store_error(&e))?;
-    if !advanced {
-        return Err(AuthError::NonceTooSmall.to_api_error());
-    }
+        .map_err(|e| store_error(&e))?
+        .map_err(|refusal| refusal.to_api_error())?;
     // Who the key speaks for, what it may do, and its session's last use: after the nonce,
     // so only genuine requests count as use.
     let store = app.store.clone();

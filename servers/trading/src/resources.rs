@@ -387,7 +387,7 @@ mod tests {
                 assert_eq!(find(p).map(|(f, _)| f.kind), Some(s.kind));
             }
             let create = cat.get(s.create).unwrap();
-            assert!(create.allows(Method::Post));
+            assert!(create.documents(Method::Post));
             for h in s.hidden {
                 assert!(
                     create.param(h).is_some(),

@@ -300,28 +300,40 @@ fn statistics(m: &Market, now_s: u64, env: &Env) -> Result<Value, ApiError> {
 }
 
 fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let wanted = valid.text("source_contains").unwrap_or("").trim();
-    let Some((source, _)) = SOURCES.iter().find(|s| s.0.eq_ignore_ascii_case(wanted)) else {
+    let wanted = valid.text("source_contains").unwrap_or("");
+    let sources = news::sources_containing(wanted);
+    if sources.is_empty() {
         return Err(refused_with(
             "source_contains",
-            "Unknown publication; give its exact name from public/trending-news-sources.",
+            "No publication's name contains this text; see public/trending-news-sources.",
             Some((
                 "supported",
                 json!(SOURCES.iter().map(|s| s.0).collect::<Vec<_>>()),
             )),
         ));
-    };
-    let articles: Vec<Article> = archive(m, now_s)
-        .into_iter()
-        .filter(|a| a.source == *source)
-        .collect();
+    }
+    let archive = archive(m, now_s);
+    let mut data = serde_json::Map::new();
+    for source in sources {
+        let articles: Vec<&Article> = archive.iter().filter(|a| a.source == source).collect();
+        for (pair_id, impact) in impact_of_source(m, now_s, &articles) {
+            let per_source = data.entry(pair_id).or_insert_with(|| json!({}));
+            per_source[source] = impact;
+        }
+    }
+    Ok(Value::Object(data))
+}
+
+/// One publication's articles ranked by how they moved each impact pair: pair id and the
+/// publication's record for that pair.
+fn impact_of_source(m: &Market, now_s: u64, articles: &[&Article]) -> Vec<(String, Value)> {
     // Per article the public-horizon impacts, computed once for all pairs.
     let impacts: Vec<(&Article, Vec<news::Impact>)> = articles
         .iter()
-        .map(|a| (a, news::impacts(m, a, PUBLIC_HORIZON, now_s)))
+        .map(|a| (*a, news::impacts(m, a, PUBLIC_HORIZON, now_s)))
         .filter(|(_, i)| i.iter().all(|x| x.status == ImpactStatus::Compiled))
         .collect();
-    let mut data = serde_json::Map::new();
+    let mut out = Vec::new();
     for (p, (b, q)) in IMPACT_PAIRS.iter().enumerate() {
         let pair_id = format!("{b}{q}").to_lowercase();
         let mut rows: Vec<(&Article, f64)> = impacts
@@ -357,21 +369,17 @@ fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErro
         let most_recent_bear = recent(&bear, false);
         bull.sort_by(|a, b| b.1.total_cmp(&a.1));
         bear.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let mut per_source = serde_json::Map::new();
-        per_source.insert(
-            (*source).to_owned(),
-            json!({
-                "total_articles": total,
-                "sum_impact": price(sum),
-                "top_ranking_bull": bull.iter().take(RANKING).map(|(a, d)| item(a, *d, true)).collect::<Vec<_>>(),
-                "top_ranking_bear": bear.iter().take(RANKING).map(|(a, d)| item(a, *d, false)).collect::<Vec<_>>(),
-                "most_recent_bull": most_recent_bull,
-                "most_recent_bear": most_recent_bear,
-            }),
-        );
-        data.insert(pair_id, Value::Object(per_source));
+        let record = json!({
+            "total_articles": total,
+            "sum_impact": price(sum),
+            "top_ranking_bull": bull.iter().take(RANKING).map(|(a, d)| item(a, *d, true)).collect::<Vec<_>>(),
+            "top_ranking_bear": bear.iter().take(RANKING).map(|(a, d)| item(a, *d, false)).collect::<Vec<_>>(),
+            "most_recent_bull": most_recent_bull,
+            "most_recent_bear": most_recent_bear,
+        });
+        out.push((pair_id, record));
     }
-    Ok(Value::Object(data))
+    out
 }
 
 /// News of the last 60 days about either asset of a trading code, newest first.
