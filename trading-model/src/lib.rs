@@ -42,10 +42,12 @@ pub mod market;
 pub mod orders;
 mod paging;
 mod params;
+pub mod plans;
 pub mod replay;
 pub mod signal_payload;
 pub mod strategy;
 mod validate;
+pub mod wallets;
 
 pub use catalogue::{
     Catalogue, CatalogueError, Endpoint, Evidence, Host, Kind, Method, Paging, Param, RouteError,

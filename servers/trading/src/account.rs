@@ -14,19 +14,15 @@ use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Page, Valid, ValidationFailure};
 
-use crate::Caller;
-use crate::handlers::Env;
-use crate::resources::{answer, db};
-use crate::store::{KeyRecord, Record, Store};
+use trading_model::plans::{
+    CUSTOM, PACKAGES, REGIONS, package_json, plan_details, subaccount_api_access, tier,
+};
+use trading_model::wallets::{WALLETS, confirmations, fmt_units, min_deposit, parse_units, wallet};
 
-/// Tables this module keeps (run at every start; must be idempotent).
-pub(crate) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS account_settings (
-    user_id INTEGER PRIMARY KEY REFERENCES users(id),
-    fields TEXT NOT NULL,
-    updated_ms INTEGER NOT NULL
-);
-";
+use crate::context::db;
+use crate::context::{Caller, RequestContext, SubCaller};
+use crate::resources::answer;
+use crate::store::{KeyRecord, Record, Store};
 
 /// Endpoints answered here.
 const PATHS: &[&str] = &[
@@ -66,17 +62,6 @@ const PATHS: &[&str] = &[
 /// Whether this module answers `path`.
 pub(crate) fn handles(path: &str) -> bool {
     PATHS.contains(&path)
-}
-
-/// A sub-account signing with its own key.
-#[derive(Debug, Clone)]
-pub(crate) struct SubCaller {
-    /// Record id of the sub-account under its primary account.
-    pub id: i64,
-    /// Its username.
-    pub username: String,
-    /// Whether the primary account lets it use the account's exchange API keys.
-    pub allow_api_key_usage: bool,
 }
 
 /// Sub-account history entries kept per account.
@@ -270,191 +255,14 @@ fn paging(ep: &Endpoint, valid: &Valid) -> Page {
 }
 
 // ---------------------------------------------------------------------------------------
-// Plans
-
-/// What distinguishes the plans; everything else in the details is the documented Free
-/// plan's value.
-struct Tier {
-    price: u32,
-    pro: bool,
-    ratelimit_ms: u64,
-    strategies: i64,
-    templates: i64,
-    concurrent_keys: i64,
-    duration: i64,
-    orders_per_second: i64,
-    export_rows: i64,
-    private_servers: bool,
-    subaccounts: i64,
-    stored_keys: i64,
-}
-
-fn tier(plan_id: &str) -> Tier {
-    match plan_id {
-        "1" => Tier {
-            price: 49,
-            pro: true,
-            ratelimit_ms: 250,
-            strategies: 50,
-            templates: 20,
-            concurrent_keys: 10,
-            duration: 7 * 86_400,
-            orders_per_second: 5,
-            export_rows: 100_000,
-            private_servers: true,
-            subaccounts: 20,
-            stored_keys: 20,
-        },
-        "2" => Tier {
-            price: 249,
-            pro: true,
-            ratelimit_ms: 100,
-            strategies: 500,
-            templates: 100,
-            concurrent_keys: 50,
-            duration: 30 * 86_400,
-            orders_per_second: 20,
-            export_rows: 1_000_000,
-            private_servers: true,
-            subaccounts: 100,
-            stored_keys: 100,
-        },
-        // Free as documented; Unlimited (100) is Free without request limits, so tests of
-        // plan rules see the documented limits while sending as many calls as they like.
-        _ => Tier {
-            price: 0,
-            pro: false,
-            ratelimit_ms: if plan_id == "100" { 0 } else { 1000 },
-            strategies: 10,
-            templates: 3,
-            concurrent_keys: 2,
-            duration: 21_600,
-            orders_per_second: 1,
-            export_rows: 10_000,
-            private_servers: false,
-            subaccounts: 5,
-            stored_keys: 3,
-        },
-    }
-}
-
-/// Whether sub-accounts of an account on `plan_id` may have API keys (the plan's
-/// `subaccounts.api_access`; false on the documented Free plan).
-pub(crate) fn subaccount_api_access(plan_id: &str) -> bool {
-    tier(plan_id).pro
-}
-
-/// Settings `change-setting-request` can change, where they live in the details, and the
-/// monthly price of one unit above the plan's value.
-const CUSTOM: &[(&str, &str, u32)] = &[
-    ("maximum_strategies", "/strategies/maximum/strategies", 2),
-    ("maximum_templates", "/strategies/maximum/templates", 1),
-    (
-        "maximum_stored_keys",
-        "/exchange_api_keys/maximum_stored",
-        3,
-    ),
-    ("maximum_subaccounts", "/subaccounts/maximum_accounts", 4),
-];
-
-/// `subscriptions/details` for a plan: the documented Free plan, Pro, Enterprise and the
-/// test plan Unlimited (Free's limits without request limits), with the account's custom
-/// settings applied.
-pub(crate) fn plan_details(plan: &crate::store::Plan) -> Value {
-    let t = tier(&plan.id);
-    let private: Vec<&str> = if t.private_servers {
-        REGIONS.to_vec()
-    } else {
-        Vec::new()
-    };
-    // The documented Free plan shares Singapore only; the larger plans every region.
-    let shared: Vec<&str> = if t.pro {
-        REGIONS.to_vec()
-    } else {
-        vec!["Singapore"]
-    };
-    let mut v = json!({
-        "subscription": {"pro_version": t.pro, "enabled": true, "name": plan.name, "price": t.price},
-        "user_settings": {
-            "enabled": true, "twofactor": false, "private_hosting": t.private_servers,
-            "private_hive": false, "api_access": true, "ratelimit": {"ms": t.ratelimit_ms},
-        },
-        "strategies": {
-            "enabled": true, "commissions": 0.002, "orderbook_refresh": 500,
-            "liquidity_check_maximum": 100, "algos_excluded": [],
-            "maximum": {
-                "strategies": t.strategies, "templates": t.templates,
-                "concurrent_exchange_api_key": t.concurrent_keys, "duration": t.duration,
-            },
-            "ratelimit": {"orders_per_second": t.orders_per_second},
-            "spread": {"maximum": 30, "minimum": -30},
-            "price_offset": {"maximum": 10, "minimum": -10},
-            "qty_parent": {"maximum": 0.01, "minimum": 0},
-            "qty_child": {"maximum": 0.01, "minimum": 0},
-            "sleep_interval": {"maximum": 30, "minimum": 2},
-            "export": {"transactions_rows": t.export_rows, "maximum_storage_time": 86400},
-            "servers": {
-                "speed_testing": t.pro, "shared_resource": true, "private_resource": t.private_servers,
-                "locations": {
-                    "private": {"active": private, "inactive": []},
-                    "shared": {"active": shared, "inactive": []},
-                },
-            },
-        },
-        "subaccounts": {
-            "enabled": true, "maximum_accounts": t.subaccounts, "qty_parent": {"maximum": 0},
-            "qty_child": {"minimum": 0}, "exchanges": [], "see_all_strategies": false,
-            "export": false, "exchange_api_keys": {"share_master": t.pro, "add_own": false},
-            "api_access": t.pro, "force_twofactor": false,
-        },
-        "exchange_api_keys": {"enabled": true, "maximum_stored": t.stored_keys},
-    });
-    for (name, pointer, _) in CUSTOM {
-        if let (Some(value), Some(slot)) = (plan.custom.get(*name), v.pointer_mut(pointer)) {
-            *slot = json!(value);
-        }
-    }
-    v
-}
-
-/// Plans offered as packages (Unlimited is for local tests and not sold).
-const PACKAGES: [(&str, &str); 3] = [("0", "Free"), ("1", "Pro"), ("2", "Enterprise")];
-
-fn package_json(id: &str, name: &str) -> Value {
-    let plan = crate::store::Plan {
-        id: id.into(),
-        name: name.into(),
-        rate_minute: 0,
-        custom: BTreeMap::new(),
-    };
-    let d = plan_details(&plan);
-    json!({
-        "id": id,
-        "name": name,
-        "price_month": d["subscription"]["price"],
-        "ratelimit": {"minute": rate_minute_of(id), "ms": d["user_settings"]["ratelimit"]["ms"]},
-        "maximum_strategies": d["strategies"]["maximum"]["strategies"],
-        "maximum_templates": d["strategies"]["maximum"]["templates"],
-        "maximum_stored_keys": d["exchange_api_keys"]["maximum_stored"],
-        "maximum_subaccounts": d["subaccounts"]["maximum_accounts"],
-        "private_servers": d["strategies"]["servers"]["private_resource"],
-    })
-}
-
-fn rate_minute_of(id: &str) -> u32 {
-    match id {
-        "1" => 300,
-        "2" => 1200,
-        "100" => 0,
-        _ => 60,
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Dispatch
 
 /// Answers `ep` if this module handles it.
-pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Value, ApiError>> {
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
     if !handles(&ep.path) {
         return None;
     }
@@ -464,7 +272,12 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Val
     Some(answer_for(ep, valid, env, caller))
 }
 
-fn answer_for(ep: &Endpoint, valid: &Valid, env: &Env, c: &Caller) -> Result<Value, ApiError> {
+fn answer_for(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+    c: &Caller,
+) -> Result<Value, ApiError> {
     let (store, user, now) = (&*env.store, c.user_id, env.now_ms);
     match ep.path.as_str() {
         "user/settings" => settings(store, c, valid, now),
@@ -1011,9 +824,6 @@ fn setting_confirm(store: &Store, c: &Caller, valid: &Valid, now: u64) -> Result
     }))
 }
 
-/// Server regions and the exchange each is nearest to (for the latency model).
-const REGIONS: [&str; 5] = ["Singapore", "Tokyo", "Frankfurt", "London", "Virginia"];
-
 /// Server packages: id, type, name, vCPUs, memory in GB, price per hour in cents.
 const SERVER_PACKAGES: [(&str, &str, &str, u32, u32, u64); 4] = [
     ("shared-standard", "shared", "Shared standard", 1, 1, 2),
@@ -1228,7 +1038,7 @@ fn region_rtt(a: &str, b: &str) -> u64 {
     RTT[idx(a)][idx(b)]
 }
 
-fn speed_test(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
+fn speed_test(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let store = &*env.store;
     let id = id_param(valid, "server_id")?;
     let server = match store.get_record("server_private", user, id).map_err(db)? {
@@ -1279,58 +1089,6 @@ fn speed_test(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
 
 // ---------------------------------------------------------------------------------------
 // Wallets
-
-/// Wallets the sandbox keeps: currency, decimals, withdrawal fee and minimum deposit (in
-/// 1e-8 units).
-const WALLETS: [(&str, u32, i128, i128); 3] = [
-    ("BTC", 8, 50_000, 10_000),
-    ("ETH", 8, 500_000, 100_000),
-    ("USDT", 8, 100_000_000, 1_000_000_000),
-];
-
-fn wallet(w: &str) -> Option<&'static (&'static str, u32, i128, i128)> {
-    WALLETS.iter().find(|x| x.0.eq_ignore_ascii_case(w))
-}
-
-fn min_deposit(w: &str) -> i128 {
-    wallet(w).map_or(0, |x| x.3)
-}
-
-fn confirmations(w: &str) -> u32 {
-    match w {
-        "BTC" => 2,
-        _ => 12,
-    }
-}
-
-/// Parses a non-negative decimal into units of 10^-`places` (`None` if it has more
-/// places or is not a number).
-pub(crate) fn parse_units(s: &str, places: u32) -> Option<i128> {
-    let s = s.trim();
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    if int.is_empty() && frac.is_empty() || frac.len() > places as usize {
-        return None;
-    }
-    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let int: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let frac_v: i128 = if frac.is_empty() {
-        0
-    } else {
-        frac.parse().ok()?
-    };
-    let scale = 10i128.pow(places);
-    let frac_scaled = frac_v * 10i128.pow(places - u32::try_from(frac.len()).ok()?);
-    int.checked_mul(scale)?.checked_add(frac_scaled)
-}
-
-/// Formats 1e-8 units as a decimal with 8 places.
-fn fmt_units(u: i128) -> String {
-    let sign = if u < 0 { "-" } else { "" };
-    let u = u.abs();
-    format!("{sign}{}.{:08}", u / 100_000_000, u % 100_000_000)
-}
 
 /// A deterministic deposit address per account and wallet (the sandbox has no chains).
 fn deposit_address(user: i64, w: &str) -> String {
@@ -1388,7 +1146,7 @@ fn balances(store: &Store, user: i64) -> Result<Vec<Value>, ApiError> {
         .collect())
 }
 
-fn account_balance(env: &Env, user: i64) -> Result<Value, ApiError> {
+fn account_balance(env: &RequestContext, user: i64) -> Result<Value, ApiError> {
     let rows = balances(&env.store, user)?;
     let mut total = 0.0;
     let wallets: Vec<Value> = rows
@@ -1478,34 +1236,11 @@ mod tests {
     }
 
     #[test]
-    fn units_and_addresses() {
-        assert_eq!(parse_units("1.5", 8), Some(150_000_000));
-        assert_eq!(parse_units(".00000001", 8), Some(1));
-        assert_eq!(parse_units("1.123456789", 8), None);
-        assert_eq!(parse_units("x", 8), None);
-        assert_eq!(fmt_units(150_000_000), "1.50000000");
-        assert_eq!(fmt_units(-5), "-0.00000005");
+    fn addresses_and_prices() {
         assert_eq!(deposit_address(7, "BTC"), deposit_address(7, "BTC"));
         assert_ne!(deposit_address(7, "BTC"), deposit_address(8, "BTC"));
         assert_eq!(deposit_address(7, "BTC").len(), 42);
         assert_eq!(referral_code(1), "ex-1001");
         assert_eq!(price_cents(8, 7200), 16);
-    }
-
-    #[test]
-    fn plans_differ_and_custom_settings_apply() {
-        let mut p = crate::store::Plan {
-            id: "0".into(),
-            name: "Free".into(),
-            rate_minute: 60,
-            custom: BTreeMap::new(),
-        };
-        let free = plan_details(&p);
-        assert_eq!(free["user_settings"]["ratelimit"]["ms"], 1000);
-        assert_eq!(free["strategies"]["maximum"]["strategies"], 10);
-        p.custom.insert("maximum_strategies".into(), 42);
-        assert_eq!(plan_details(&p)["strategies"]["maximum"]["strategies"], 42);
-        p.id = "1".into();
-        assert_eq!(plan_details(&p)["subscription"]["price"], 49);
     }
 }

@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Checked, Endpoint, Page, Valid, ValidationFailure};
 
-use crate::Caller;
+use crate::context::Caller;
 use crate::store::{Record, Store, StoreError};
 
 pub(crate) struct Spec {
@@ -251,7 +251,7 @@ pub(crate) fn run(
             let max = spec.max.map(|m| {
                 plan_pointer(spec.kind)
                     .and_then(|p| {
-                        crate::handlers::plan_details(&caller.plan)
+                        trading_model::plans::plan_details(&caller.plan)
                             .pointer(p)
                             .and_then(Value::as_u64)
                     })

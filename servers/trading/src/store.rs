@@ -12,7 +12,10 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use rusqlite::{Connection, OptionalExtension, params};
 
+mod account;
+mod marketplace;
 mod nonces;
+mod paper;
 
 /// Store failures.
 #[derive(Debug, thiserror::Error)]
@@ -59,19 +62,7 @@ pub enum StoreError {
     Random(String),
 }
 
-/// A subscription plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    /// Id as reported in `meta.subscription.id`.
-    pub id: String,
-    /// Name as reported in `meta.subscription.name`.
-    pub name: String,
-    /// Requests per minute (`meta.rateLimits.minute`).
-    pub rate_minute: u32,
-    /// Limits changed for this account by `subscriptions/change-setting-confirm`
-    /// (setting name to value); empty for a plan as sold.
-    pub custom: std::collections::BTreeMap<String, i64>,
-}
+pub use trading_model::plans::Plan;
 
 /// A key as authentication needs it.
 #[derive(Debug, Clone)]
@@ -266,12 +257,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(nonces::SCHEMA)?;
-        for schema in [
-            crate::market::SCHEMA,
-            crate::paper::SCHEMA,
-            crate::account::SCHEMA,
-            crate::extras::SCHEMA,
-        ] {
+        for schema in [account::SCHEMA, paper::SCHEMA, marketplace::SCHEMA] {
             conn.execute_batch(schema)?;
         }
         Ok(Store {
@@ -338,7 +324,7 @@ impl Store {
             )
             .optional()?
             .ok_or_else(|| StoreError::NoSuchAccount(name.to_owned()))?;
-        if !crate::account::subaccount_api_access(&plan_id) {
+        if !trading_model::plans::subaccount_api_access(&plan_id) {
             return Err(StoreError::NoSubaccountAccess { plan });
         }
         let mut stmt = conn
@@ -555,7 +541,7 @@ impl Store {
         if !["BTC", "ETH", "USDT"].contains(&wallet.as_str()) {
             return Err(bad("--wallet must be BTC, ETH or USDT"));
         }
-        let units = crate::account::parse_units(amount, 8)
+        let units = trading_model::wallets::parse_units(amount, 8)
             .filter(|u| *u > 0)
             .ok_or_else(|| bad("--amount must be a positive decimal with at most 8 places"))?;
         let user_id: i64 = self

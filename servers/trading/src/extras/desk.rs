@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Valid};
 
 use super::{db, id_param, refused, round};
-use crate::handlers::Env;
+use crate::context::RequestContext;
 use crate::resources::answer;
 
 const TICKET: &str = "support_ticket";
@@ -28,7 +28,12 @@ fn period_ms(repeat: &str) -> Option<u64> {
     }
 }
 
-pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Value, ApiError> {
+pub(super) fn call(
+    path: &str,
+    valid: &Valid,
+    env: &RequestContext,
+    user: i64,
+) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let store = &env.store;
     match path {

@@ -12,7 +12,7 @@ use trading_model::signal_payload::{CUSTOM_FIELDS, SignalPayload};
 use trading_model::{ApiError, Endpoint, Page, Valid};
 
 use super::{db, id_param, ms, opt_id, refused, round};
-use crate::handlers::Env;
+use crate::context::RequestContext;
 use crate::store::{Store, StoreError};
 
 /// How long after it happens an iteration opening or closing becomes visible to other
@@ -377,7 +377,7 @@ fn not_yours() -> ApiError {
 }
 
 /// A signal of the caller (owner-only endpoints).
-fn own_signal(env: &Env, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
+fn own_signal(env: &RequestContext, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
     let id = id_param(valid, "id").map_err(|_| not_yours())?;
     env.store
         .signal(id)
@@ -387,7 +387,7 @@ fn own_signal(env: &Env, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
 }
 
 /// Any signal (marketplace endpoints).
-fn any_signal(env: &Env, id: i64) -> Result<Signal, ApiError> {
+fn any_signal(env: &RequestContext, id: i64) -> Result<Signal, ApiError> {
     env.store
         .signal(id)
         .map_err(db)?
@@ -398,7 +398,7 @@ pub(super) fn call(
     path: &str,
     ep: &Endpoint,
     valid: &Valid,
-    env: &Env,
+    env: &RequestContext,
     user: i64,
 ) -> Result<Value, ApiError> {
     let now = env.now_ms;
@@ -599,7 +599,11 @@ pub(super) fn call(
 }
 
 /// The caller's subscriptions, or the one to `only` (refused when there is none).
-fn subscribed(env: &Env, user: i64, only: Option<i64>) -> Result<Vec<(i64, u64)>, ApiError> {
+fn subscribed(
+    env: &RequestContext,
+    user: i64,
+    only: Option<i64>,
+) -> Result<Vec<(i64, u64)>, ApiError> {
     let subs = env.store.subscriptions(user).map_err(db)?;
     match only {
         None => Ok(subs),
@@ -644,7 +648,7 @@ fn backtest(s: &Signal, since: u64, its: &[Iteration]) -> Value {
     })
 }
 
-fn trigger(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
+fn trigger(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let s = own_signal(env, user, valid)?;
     let side = valid.text("signal").unwrap_or("buy");
@@ -714,7 +718,7 @@ fn opposite(side: &str) -> &'static str {
     if side == "buy" { "sell" } else { "buy" }
 }
 
-fn feed(ep: &Endpoint, env: &Env, valid: &Valid) -> Result<Value, ApiError> {
+fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let only = match valid.text("id") {
         Some(t) => Some(
@@ -769,7 +773,7 @@ fn feed(ep: &Endpoint, env: &Env, valid: &Valid) -> Result<Value, ApiError> {
     }))
 }
 
-fn movement(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
+fn movement(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let s = any_signal(
         env,
@@ -838,7 +842,7 @@ fn competition_bounds(id: i64) -> (u64, u64) {
     (start, start + COMPETITION_MS)
 }
 
-fn competition_answer(env: &Env, user: i64, id: i64) -> Result<Value, ApiError> {
+fn competition_answer(env: &RequestContext, user: i64, id: i64) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let (start, end) = competition_bounds(id);
     let status = if now >= end {
@@ -893,7 +897,7 @@ fn competition_answer(env: &Env, user: i64, id: i64) -> Result<Value, ApiError> 
 }
 
 /// The last finished competition, the running one and the next two.
-fn competitions(env: &Env, user: i64) -> Result<Value, ApiError> {
+fn competitions(env: &RequestContext, user: i64) -> Result<Value, ApiError> {
     let current = competition_at(env.now_ms);
     let mut out = Vec::new();
     for id in (current - 1)..=(current + 2) {
@@ -904,7 +908,7 @@ fn competitions(env: &Env, user: i64) -> Result<Value, ApiError> {
     Ok(Value::Array(out))
 }
 
-fn enrol(env: &Env, user: i64, valid: &Valid, path: &str) -> Result<Value, ApiError> {
+fn enrol(env: &RequestContext, user: i64, valid: &Valid, path: &str) -> Result<Value, ApiError> {
     let id = id_param(valid, "id")?;
     let current = competition_at(env.now_ms);
     if id > current + 2 {

@@ -19,11 +19,7 @@ use serde_json::{Value, json};
 use trading_model::market::{Exchange, Market, Symbol};
 use trading_model::{ApiError, Endpoint, Page, PageInfo, Valid, ValidationFailure};
 
-use crate::handlers::Env;
-
-/// Tables this module keeps (run at every start; must be idempotent). None: everything is
-/// computed.
-pub(crate) const SCHEMA: &str = "";
+use crate::context::RequestContext;
 
 const PATHS: &[&str] = &[
     "system/rates",
@@ -68,7 +64,11 @@ pub(crate) fn handles(path: &str) -> bool {
 }
 
 /// Answers `ep` if this module handles it.
-pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Value, ApiError>> {
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
     let path = ep.path.as_str();
     let m = &*env.market;
     let now = env.now_ms;

@@ -14,7 +14,7 @@ use trading_model::market::news::{
 use trading_model::{ApiError, Valid};
 
 use super::{refused, refused_with, unknown_code};
-use crate::handlers::Env;
+use crate::context::RequestContext;
 
 /// Days of news the archive keeps.
 pub(super) const ARCHIVE_DAYS: u64 = 60;
@@ -28,13 +28,13 @@ const PUBLIC_HORIZON: usize = 6;
 
 /// Whether the caller's plan includes every impact horizon: a signed call on a paid
 /// plan (`subscription.pro_version`). Anonymous and Free callers see the public one.
-fn subscribed(env: &Env) -> bool {
+fn subscribed(env: &RequestContext) -> bool {
     env.caller.as_ref().is_some_and(|c| {
-        crate::handlers::plan_details(&c.plan)["subscription"]["pro_version"] == true
+        trading_model::plans::plan_details(&c.plan)["subscription"]["pro_version"] == true
     })
 }
 
-pub(super) fn call(path: &str, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+pub(super) fn call(path: &str, valid: &Valid, env: &RequestContext) -> Result<Value, ApiError> {
     let m = &*env.market;
     let now_s = env.now_ms / 1000;
     match path {
@@ -96,7 +96,7 @@ fn matches(a: &Article, keyword: &str) -> bool {
 
 /// The monitored keywords `(id, keyword, recategory)`: the built-in ones (pairs, their
 /// assets, topics) with ids from 1, then every keyword users added, by record id.
-fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
+fn watchlist(env: &RequestContext) -> Result<Vec<(i64, String, String)>, ApiError> {
     let mut out: Vec<(i64, String, String)> = Vec::new();
     let push = |out: &mut Vec<(i64, String, String)>, k: String, cat: String, id: Option<i64>| {
         if !out.iter().any(|(_, x, _)| x.eq_ignore_ascii_case(&k)) {
@@ -123,12 +123,12 @@ fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
     let conn = env.store.conn();
     let mut stmt = conn
         .prepare("SELECT id, fields FROM records WHERE kind = 'news_keyword' ORDER BY id")
-        .map_err(|e| crate::resources::db(e.into()))?;
+        .map_err(|e| crate::context::db(e.into()))?;
     let rows = stmt
         .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .map_err(|e| crate::resources::db(e.into()))?;
+        .map_err(|e| crate::context::db(e.into()))?;
     for row in rows {
-        let (id, fields) = row.map_err(|e| crate::resources::db(e.into()))?;
+        let (id, fields) = row.map_err(|e| crate::context::db(e.into()))?;
         let name = serde_json::from_str::<Value>(&fields)
             .ok()
             .and_then(|f| f.get("name").and_then(Value::as_str).map(str::to_owned));
@@ -268,7 +268,7 @@ fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<
     ))
 }
 
-fn statistics(m: &Market, now_s: u64, env: &Env) -> Result<Value, ApiError> {
+fn statistics(m: &Market, now_s: u64, env: &RequestContext) -> Result<Value, ApiError> {
     let archive = archive(m, now_s);
     let watch = watchlist(env)?;
     let matched = watch

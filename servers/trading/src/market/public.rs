@@ -6,7 +6,7 @@ use trading_model::market::{Book, Market, Symbol};
 use trading_model::{ApiError, Endpoint, Valid};
 
 use super::{page, paged, r8, refused, symbol_record, unknown_code};
-use crate::handlers::Env;
+use crate::context::RequestContext;
 
 /// Book snapshots per candle minute in `fetch-spread-data` (every 10 s): enough to find
 /// the extremes of a one-minute candle while keeping a whole day cheap.
@@ -14,7 +14,12 @@ const SPREAD_SAMPLE_S: u64 = 10;
 /// Most trades answered by `fetch-symbol-trades`.
 const TRADES_MAX: usize = 100;
 
-pub(super) fn call(path: &str, ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+pub(super) fn call(
+    path: &str,
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Result<Value, ApiError> {
     let m = &*env.market;
     let now = env.now_ms;
     match path {
@@ -441,7 +446,7 @@ fn bitcoin_information(m: &Market, now: u64) -> Value {
     })
 }
 
-fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result<Value, ApiError> {
     let id = valid.integer("article_id").unwrap_or(0);
     let title = valid
         .text("title_contains")
@@ -454,7 +459,7 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiE
             "SELECT id, user_id, fields, created_ms, updated_ms FROM records
              WHERE kind = 'article' ORDER BY id",
         )
-        .map_err(|e| crate::resources::db(e.into()))?;
+        .map_err(|e| crate::context::db(e.into()))?;
     let rows = stmt
         .query_map([], |r| {
             Ok((
@@ -465,11 +470,10 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiE
                 r.get::<_, i64>(4)?,
             ))
         })
-        .map_err(|e| crate::resources::db(e.into()))?;
+        .map_err(|e| crate::context::db(e.into()))?;
     let mut published = Vec::new();
     for row in rows {
-        let (rid, uid, fields, created, updated) =
-            row.map_err(|e| crate::resources::db(e.into()))?;
+        let (rid, uid, fields, created, updated) = row.map_err(|e| crate::context::db(e.into()))?;
         let Ok(Value::Object(f)) = serde_json::from_str::<Value>(&fields) else {
             continue;
         };

@@ -1354,7 +1354,7 @@ pub(super) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
     )?;
     for mut r in due {
         let plan = match store.user(r.user_id) {
-            Ok(Some(u)) => crate::handlers::plan_details(&u.plan),
+            Ok(Some(u)) => trading_model::plans::plan_details(&u.plan),
             _ => continue,
         };
         let duration_ms = plan_num(&plan, &["strategies", "maximum", "duration"])
