@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, params};
 use trading_model::auth::AuthError;
 use trading_model::replay::{self, Memory, Nonce};
 
-use super::{Store, StoreError};
+use super::database::{Store, StoreError};
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS nonce_memory (

@@ -1,4 +1,4 @@
-//! Tables of the account module (settings beyond the plan).
+//! Tables of the account module: settings an account changed beyond its plan.
 
 /// Tables this module keeps (run at every start; must be idempotent).
 pub(super) const SCHEMA: &str = "
