@@ -9,15 +9,19 @@
 //! leverage (the `executable_leverage` values are stored, not applied), no order-book
 //! depletion between orders (see `trading_model::orders`).
 
+mod balances;
+mod call_context;
 mod exchange;
+mod orders;
 mod reports;
 mod strategies;
 
-use serde_json::{Value, json};
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid, ValidationFailure};
+use serde_json::Value;
+use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
 use crate::context::RequestContext;
 use crate::store::Store;
+use call_context::Cx;
 
 /// Serialises ticks: the timer and request threads may tick at once, and two ticks must
 /// not both fill the same order.
@@ -42,7 +46,7 @@ pub(crate) fn tick(store: &Store, market: &trading_model::market::Market, now_ms
     }
     // A failing tick must not fail the request that triggered it; the next tick retries.
     let _ = strategies::run_due(store, market, now_ms);
-    let _ = exchange::run_due(store, market, now_ms);
+    let _ = orders::run_due(store, market, now_ms);
 }
 
 /// Strategies of `user_id` that are running now (account rules refuse some changes while
@@ -107,40 +111,6 @@ pub(crate) fn handles(path: &str) -> bool {
     PATHS.contains(&path)
 }
 
-/// One call as the handlers see it.
-pub(super) struct Cx<'a> {
-    pub ep: &'a Endpoint,
-    pub valid: &'a Valid,
-    pub env: &'a RequestContext,
-    pub caller: &'a crate::context::Caller,
-}
-
-impl Cx<'_> {
-    fn user(&self) -> i64 {
-        self.caller.user_id
-    }
-    fn now(&self) -> u64 {
-        self.env.now_ms
-    }
-    fn store(&self) -> &Store {
-        &self.env.store
-    }
-    /// The caller's plan limits (`subscriptions/details` shape).
-    fn plan(&self) -> Value {
-        trading_model::plans::plan_details(&self.caller.plan)
-    }
-    /// A record id parameter (positive integer) or the standard "no such record" refusal.
-    fn id(&self, param: &str) -> Result<i64, ApiError> {
-        self.valid
-            .text(param)
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|&i| i > 0)
-            .ok_or_else(|| refused(param, NO_RECORD))
-    }
-}
-
-pub(super) const NO_RECORD: &str = "No such record on this account.";
-
 /// Answers `ep` if this module handles it.
 pub(crate) fn call(
     ep: &Endpoint,
@@ -169,90 +139,9 @@ pub(crate) fn call(
     })
 }
 
-/// A 1440 refusal naming the parameter at fault.
-pub(super) fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
-}
-
-pub(super) fn db(e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
-}
-
-pub(super) fn sql(e: rusqlite::Error) -> ApiError {
-    db(e)
-}
-
-pub(super) fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-/// A number rounded to 12 significant decimals so float dust does not show in answers.
-pub(super) fn num(v: f64) -> Value {
-    let r = (v * 1e12).round() / 1e12;
-    json!(if r == 0.0 { 0.0 } else { r })
-}
-
-/// Text of a number for the string-only transaction records and files.
-pub(super) fn text(v: f64) -> String {
-    let r = (v * 1e12).round() / 1e12;
-    if r == r.trunc() && r.abs() < 1e15 {
-        format!("{}", r as i64)
-    } else {
-        format!("{r}")
-    }
-}
-
-/// ISO-8601 UTC text of a millisecond time (ccxt's `datetime`).
-pub(super) fn iso(ms_time: u64) -> String {
-    i64::try_from(ms_time)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
-}
-
-/// A page of `rows` (already newest first) as `{records, page, showing, total}`.
-pub(super) fn paged(ep: &Endpoint, valid: &Valid, rows: Vec<Value>) -> Value {
-    let page = trading_model::Page::of(ep, valid).unwrap_or(trading_model::Page {
-        limit: 10,
-        pagenumber: 1,
-    });
-    let total = rows.len();
-    let skip = usize::try_from(page.offset()).unwrap_or(usize::MAX);
-    let records: Vec<Value> = rows
-        .into_iter()
-        .skip(skip)
-        .take(page.limit as usize)
-        .collect();
-    json!({
-        "records": records,
-        "page": page.pagenumber,
-        "showing": records.len(),
-        "total": total,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iso_dates() {
-        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso(1_592_207_324_028), "2020-06-15T07:48:44.028Z");
-        assert_eq!(iso(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-
-    #[test]
-    fn numbers_as_text() {
-        assert_eq!(text(2.0), "2");
-        assert_eq!(text(0.1 + 0.2), "0.3");
-        assert_eq!(text(-1.5), "-1.5");
-    }
 
     #[test]
     fn every_path_is_in_the_catalogue() {

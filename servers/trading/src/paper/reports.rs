@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 use trading_model::ApiError;
 use trading_model::market::{Market, Side};
 
-use super::exchange::{Order, keys_of, orders_where};
+use super::balances::keys_of;
+use super::call_context::{Cx, NO_RECORD, iso, ms, num, paged, refused, sql};
+use super::orders::{Order, orders_where};
 use super::strategies::{TxQuery, arr, describe, profiles_of, row_of, transactions};
-use super::{Cx, NO_RECORD, iso, ms, num, paged, refused, sql};
 
 /// Time an export takes to prepare, on the injected clock.
 const EXPORT_DELAY_MS: u64 = 3_000;

@@ -10,8 +10,8 @@ use trading_model::strategy::{ALGORITHMS, State, algorithm};
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
 use super::rows::{Row, arr, field_text, profiles_of, row_of, u};
-use crate::paper::exchange::{Order, orders_where};
-use crate::paper::{Cx, ms, num, paged, refused, sql, text};
+use crate::paper::call_context::{Cx, ms, num, paged, refused, sql, text};
+use crate::paper::orders::{Order, orders_where};
 
 pub(crate) fn describe(
     conn: &Connection,
@@ -218,12 +218,12 @@ pub(crate) fn transactions(
         params![user, q.strategy, q.code, i64::from(q.filled_only)],
         |r| r.get(0),
     )?;
-    let cols = crate::paper::exchange::prefixed_cols("o.");
+    let cols = crate::paper::orders::prefixed_cols("o.");
     let mut stmt = conn.prepare(&format!(
         "SELECT {cols}, t.id, t.fields, t.created_ms, t.strategy_id {WHERE}
          ORDER BY t.id DESC LIMIT ?5 OFFSET ?6"
     ))?;
-    let n = crate::paper::exchange::COLUMNS;
+    let n = crate::paper::orders::COLUMNS;
     let rows = stmt
         .query_map(
             params![
@@ -236,7 +236,7 @@ pub(crate) fn transactions(
             ],
             |r| {
                 Ok((
-                    crate::paper::exchange::from_row(r)?,
+                    crate::paper::orders::from_row(r)?,
                     r.get::<_, i64>(n)?,
                     r.get::<_, String>(n + 1)?,
                     r.get::<_, i64>(n + 2)?,

@@ -9,11 +9,10 @@ use trading_model::strategy::{
 };
 use trading_model::{ApiError, Checked};
 
-use super::lifecycle::apply_effects;
+use super::lifecycle::{apply_effects, refusal};
+use super::rows::own_profile;
 use super::rows::{Row, arr, f64_at, field_text, profiles_of, row_of, save_row};
-use crate::paper::strategies::lifecycle::refusal;
-use crate::paper::strategies::rows::own_profile;
-use crate::paper::{Cx, NO_RECORD, db, refused, sql};
+use crate::paper::call_context::{Cx, NO_RECORD, db, refused, sql};
 
 /// Array parameters of `edit-profile` that describe executables, one entry per row.
 const EXECUTABLE_ARRAYS: [&str; 16] = [
@@ -106,7 +105,7 @@ fn check_profile(
             .trim()
             .parse()
             .map_err(|_| refused("executable_apikeys", NO_RECORD))?;
-        match crate::paper::exchange::key_fields(conn, user, key).map_err(sql)? {
+        match crate::paper::balances::key_fields(conn, user, key).map_err(sql)? {
             None => {
                 return Err(refused(
                     "executable_apikeys",

@@ -7,7 +7,7 @@ use trading_model::strategy::State;
 
 use trading_model::ApiError;
 
-use crate::paper::{Cx, NO_RECORD, ms, refused, sql};
+use crate::paper::call_context::{Cx, NO_RECORD, ms, refused, sql};
 use crate::store::Store;
 
 /// The strategy row of a profile.
@@ -118,7 +118,7 @@ pub(crate) fn profiles_of(
     conn: &Connection,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
-    crate::paper::exchange::records_of(conn, "strategy_profile", user)
+    crate::paper::balances::records_of(conn, "strategy_profile", user)
 }
 
 /// A profile array as strings (absent: empty).

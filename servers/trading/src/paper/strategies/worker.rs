@@ -10,8 +10,8 @@ use trading_model::strategy::{
 
 use super::lifecycle::{plan_num, stop_locked};
 use super::rows::{Row, arr, f64_at, field_text, profile, row_of, rows_where, save_row};
-use crate::paper::exchange::{NewOrder, place};
-use crate::paper::{iso, ms, text};
+use crate::paper::call_context::{iso, ms, text};
+use crate::paper::orders::{NewOrder, place};
 use crate::store::Store;
 
 /// Slices one tick runs per strategy at most (a clock jump of days is caught up over
