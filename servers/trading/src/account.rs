@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Endpoint, ErrorCode, Page, Valid, ValidationFailure};
+use trading_model::{ApiError, Endpoint, ErrorCode, Page, Valid};
 
 use trading_model::plans::{
     CUSTOM, PACKAGES, REGIONS, package_json, plan_details, subaccount_api_access, tier,
@@ -21,6 +21,7 @@ use trading_model::wallets::{WALLETS, confirmations, fmt_units, min_deposit, par
 
 use crate::context::db;
 use crate::context::{Caller, RequestContext, SubCaller};
+use crate::context::{id_param, ms, refused};
 use crate::resources::answer;
 use crate::store::{KeyRecord, Record, Store};
 
@@ -200,23 +201,12 @@ pub(crate) fn admit(
     })
 }
 
-fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 fn text(r: &Record, field: &str) -> String {
     r.fields
         .get(field)
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
 }
 
 fn no_record(param: &str) -> ApiError {
@@ -369,14 +359,6 @@ fn answer_for(
         "finance/list-withdraws" => list(store, "withdrawal", user, &WHOLE),
         _ => Err(ApiError::new(ErrorCode::EmptyData)),
     }
-}
-
-fn id_param(valid: &Valid, name: &str) -> Result<i64, ApiError> {
-    valid
-        .text(name)
-        .and_then(|s| s.trim().parse::<i64>().ok())
-        .filter(|&i| i > 0)
-        .ok_or_else(|| no_record(name))
 }
 
 // ---------------------------------------------------------------------------------------

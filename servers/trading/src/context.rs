@@ -1,10 +1,12 @@
 //! What every handler works with, below the dispatcher: the request's context (caller,
-//! clock reading, store, market) and the answers for store failures.
+//! clock reading, store, market) and the answers handlers share (refusals naming a
+//! parameter, record ids read from parameters, store failures).
 
 use std::sync::Arc;
 
+use serde_json::{Value, json};
 use trading_model::market::Market;
-use trading_model::{ApiError, Catalogue, ErrorCode};
+use trading_model::{ApiError, Catalogue, ErrorCode, Valid, ValidationFailure};
 
 use crate::store::{Store, StoreError};
 
@@ -55,4 +57,57 @@ pub(crate) fn store_error(e: &StoreError) -> ApiError {
 /// [`store_error`] for `map_err`.
 pub(crate) fn db(e: StoreError) -> ApiError {
     store_error(&e)
+}
+
+/// The refusal text for an id that names no record of the caller.
+pub(crate) const NO_RECORD: &str = "No such record on this account.";
+
+/// A 1440 refusal naming the parameter at fault.
+pub(crate) fn refused(param: &str, error: impl Into<String>) -> ApiError {
+    refused_with(param, error, None)
+}
+
+/// A 1440 refusal naming the parameter at fault, with one more field in its entry
+/// (`supported`, say).
+pub(crate) fn refused_with(
+    param: &str,
+    error: impl Into<String>,
+    extra: Option<(&str, Value)>,
+) -> ApiError {
+    let mut entry = json!({"parameter": param, "error": error.into()});
+    if let Some((k, v)) = extra {
+        entry[k] = v;
+    }
+    ApiError::validation(ValidationFailure {
+        missing_information: vec![entry],
+        ..ValidationFailure::default()
+    })
+}
+
+/// A record id parameter (a positive integer), or the "no such record" refusal.
+pub(crate) fn id_param(valid: &Valid, name: &str) -> Result<i64, ApiError> {
+    valid
+        .integer(name)
+        .or_else(|| valid.text(name).and_then(|s| s.trim().parse().ok()))
+        .filter(|&i| i > 0)
+        .ok_or_else(|| refused(name, NO_RECORD))
+}
+
+/// An optional id: `Ok(None)` when absent, refused when present but not an id.
+pub(crate) fn opt_id(valid: &Valid, name: &str) -> Result<Option<i64>, ApiError> {
+    if valid.get(name).is_none() {
+        return Ok(None);
+    }
+    id_param(valid, name).map(Some)
+}
+
+/// Milliseconds as SQLite stores them.
+pub(crate) fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Rounds for answers: prices and percentages are floats, but 1e-12 noise helps nobody.
+pub(crate) fn round(v: f64, decimals: i32) -> f64 {
+    let f = 10f64.powi(decimals);
+    (v * f).round() / f
 }

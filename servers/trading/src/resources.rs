@@ -8,9 +8,10 @@
 //! `missing_information` entry for the id parameter.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Checked, Endpoint, Page, Valid, ValidationFailure};
+use trading_model::{ApiError, Checked, Endpoint, Page, Valid};
 
 use crate::context::Caller;
+use crate::context::refused;
 use crate::store::{Record, Store, StoreError};
 
 pub(crate) struct Spec {
@@ -180,13 +181,6 @@ fn plan_pointer(kind: &str) -> Option<&'static str> {
 pub(crate) fn db(e: StoreError) -> ApiError {
     ApiError::new(trading_model::ErrorCode::Database)
         .with_message(format!("Internal database error: {e}"))
-}
-
-fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
 }
 
 fn to_json(v: &Checked) -> Value {

@@ -8,8 +8,8 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Valid};
 
-use super::{db, id_param, opt_id, refused};
 use crate::context::RequestContext;
+use crate::context::{db, id_param, opt_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
 

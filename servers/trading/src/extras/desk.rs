@@ -3,8 +3,8 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Valid};
 
-use super::{db, id_param, refused, round};
-use crate::context::RequestContext;
+use crate::context::{RequestContext, round};
+use crate::context::{db, id_param, refused};
 use crate::resources::answer;
 
 const TICKET: &str = "support_ticket";

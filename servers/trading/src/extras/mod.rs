@@ -14,8 +14,8 @@ mod algorithms;
 mod desk;
 mod signals;
 
-use serde_json::{Value, json};
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid, ValidationFailure};
+use serde_json::Value;
+use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
 use crate::context::RequestContext;
 
@@ -86,45 +86,4 @@ pub(crate) fn call(
         "algorithm-creator" => algorithms::call(name, valid, env, user),
         _ => desk::call(&ep.path, valid, env, user),
     })
-}
-
-/// A 1440 refusal naming the parameter at fault.
-pub(super) fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
-}
-
-pub(super) fn db(e: crate::store::StoreError) -> ApiError {
-    crate::context::db(e)
-}
-
-/// A record id sent as an integer parameter (catalogued by this sandbox) or as text (the
-/// documented id parameters are strings).
-pub(super) fn id_param(valid: &Valid, name: &str) -> Result<i64, ApiError> {
-    valid
-        .integer(name)
-        .or_else(|| valid.text(name).and_then(|s| s.trim().parse().ok()))
-        .filter(|&i| i > 0)
-        .ok_or_else(|| refused(name, "No such record on this account."))
-}
-
-/// An optional id: `Ok(None)` when absent, refused when present but not an id.
-pub(super) fn opt_id(valid: &Valid, name: &str) -> Result<Option<i64>, ApiError> {
-    if valid.get(name).is_none() {
-        return Ok(None);
-    }
-    id_param(valid, name).map(Some)
-}
-
-/// Rounds for answers: prices and percentages are floats, but 1e-12 noise helps nobody.
-pub(super) fn round(v: f64, decimals: i32) -> f64 {
-    let f = 10f64.powi(decimals);
-    (v * f).round() / f
-}
-
-/// Milliseconds as SQLite integers.
-pub(super) fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }

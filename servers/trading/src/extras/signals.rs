@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 use trading_model::signal_payload::{CUSTOM_FIELDS, SignalPayload};
 use trading_model::{ApiError, Endpoint, Page, Valid};
 
-use super::{db, id_param, ms, opt_id, refused, round};
-use crate::context::RequestContext;
+use crate::context::{RequestContext, round};
+use crate::context::{db, id_param, ms, opt_id, refused};
 use crate::store::{Store, StoreError};
 
 /// How long after it happens an iteration opening or closing becomes visible to other

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use trading_model::market::{Book, Market, Symbol};
 use trading_model::{ApiError, Endpoint, Valid};
 
-use super::{page, paged, r8, refused, symbol_record, unknown_code};
-use crate::context::RequestContext;
+use super::answers::{page, paged, r8, symbol_record, unknown_code};
+use crate::context::{RequestContext, refused};
 
 /// Book snapshots per candle minute in `fetch-spread-data` (every 10 s): enough to find
 /// the extremes of a one-minute candle while keeping a whole day cheap.
@@ -258,8 +258,8 @@ fn exchange_information(m: &Market, now: u64) -> Value {
         m.exchanges()
             .iter()
             .map(|e| {
-                let (status, _) = super::exchange_status(m, e.code, now_s);
-                let (_, rating) = super::rating(m, e, now_s);
+                let (status, _) = super::health::exchange_status(m, e.code, now_s);
+                let (_, rating) = super::health::rating(m, e, now_s);
                 json!({"exchange": e.code, "name": e.name, "status": status, "rating": rating})
             })
             .collect(),

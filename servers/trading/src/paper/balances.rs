@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 use trading_model::market::{Market, ORIGIN_S};
 
-use super::call_context::ms;
+use crate::context::ms;
 
 /// Starting paper balance of every asset on a new exchange key, in US dollars at the start
 /// of the simulated history (so it depends on the seed only).

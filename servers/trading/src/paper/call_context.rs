@@ -2,9 +2,10 @@
 //! share: refusals, store errors, numbers and times as the records show them, paging.
 
 use serde_json::{Value, json};
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid, ValidationFailure};
+use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
 use crate::context::{Caller, RequestContext};
+use crate::context::{NO_RECORD, refused};
 use crate::store::Store;
 
 /// One call as the handlers see it.
@@ -39,26 +40,12 @@ impl Cx<'_> {
     }
 }
 
-pub(crate) const NO_RECORD: &str = "No such record on this account.";
-
-/// A 1440 refusal naming the parameter at fault.
-pub(crate) fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
-}
-
 pub(crate) fn db(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
 }
 
 pub(crate) fn sql(e: rusqlite::Error) -> ApiError {
     db(e)
-}
-
-pub(crate) fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// A number rounded to 12 significant decimals so float dust does not show in answers.

@@ -9,9 +9,10 @@ use trading_model::market::{Market, Side};
 use trading_model::strategy::{Event, State, transition};
 
 use super::balances::{key_fields, key_problem, keys_of, log_request};
-use super::call_context::{Cx, NO_RECORD, db, iso, refused, sql};
+use super::call_context::{Cx, db, iso, sql};
 use super::orders::balances_of;
 use super::orders::{NewOrder, Order, cancel, order_by_id, orders_where, place, save, u};
+use crate::context::{NO_RECORD, refused};
 
 /// Predefined `exchange-query/create-query` types.
 const QUERY_TYPES: [&str; 4] = ["balance", "open_orders", "closed_orders", "trades"];

@@ -12,6 +12,7 @@
 mod balances;
 mod call_context;
 mod exchange;
+mod exports;
 mod orders;
 mod reports;
 mod strategies;
@@ -134,6 +135,8 @@ pub(crate) fn call(
         exchange::call(&cx, path)
     } else if path.starts_with("strategy/") {
         strategies::call(&cx, path)
+    } else if path.starts_with("export/") {
+        exports::call(&cx, path)
     } else {
         reports::call(&cx, path)
     })

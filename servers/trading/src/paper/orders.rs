@@ -8,7 +8,8 @@ use trading_model::market::{Market, Side};
 use trading_model::orders::{Fill, summarize, take};
 
 use super::balances::{add_balance, balance, ensure_balances, key_problem, log_request};
-use super::call_context::{iso, ms, num};
+use super::call_context::{iso, num};
+use crate::context::ms;
 use crate::store::Store;
 
 /// Most book snapshots a resting order is checked against per tick (one per second; a

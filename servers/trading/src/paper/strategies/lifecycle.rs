@@ -9,8 +9,9 @@ use trading_model::strategy::{Effect, Event, Refusal, State, transition};
 
 use super::rows::own_profile;
 use super::rows::{arr, f64_at, field_text, keys_of_profile, row_of, rows_where, save_row};
+use crate::context::{ms, refused};
 use crate::paper::balances::{key_problem, log_request};
-use crate::paper::call_context::{Cx, ms, num, refused, sql};
+use crate::paper::call_context::{Cx, num, sql};
 use crate::paper::orders::{Order, cancel, orders_where};
 
 /// Applies the state machine's effects; returns the number of transactions deleted.

@@ -10,7 +10,8 @@ use trading_model::strategy::{ALGORITHMS, State, algorithm};
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
 use super::rows::{Row, arr, field_text, profiles_of, row_of, u};
-use crate::paper::call_context::{Cx, ms, num, paged, refused, sql, text};
+use crate::context::{ms, refused};
+use crate::paper::call_context::{Cx, num, paged, sql, text};
 use crate::paper::orders::{Order, orders_where};
 
 pub(crate) fn describe(

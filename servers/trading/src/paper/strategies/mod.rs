@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use trading_model::ApiError;
 use trading_model::strategy::Event;
 
-use super::call_context::{Cx, refused};
+use super::call_context::Cx;
+use crate::context::refused;
 use lifecycle::{hard_reset, start, stop, stop_all};
 use listing::{
     books, debug, list_algorithms, list_strategies, list_transactions, options, overview,

@@ -12,7 +12,8 @@ use trading_model::{ApiError, Checked};
 use super::lifecycle::{apply_effects, refusal};
 use super::rows::own_profile;
 use super::rows::{Row, arr, f64_at, field_text, profiles_of, row_of, save_row};
-use crate::paper::call_context::{Cx, NO_RECORD, db, refused, sql};
+use crate::context::{NO_RECORD, refused};
+use crate::paper::call_context::{Cx, db, sql};
 
 /// Array parameters of `edit-profile` that describe executables, one entry per row.
 const EXECUTABLE_ARRAYS: [&str; 16] = [

@@ -7,7 +7,8 @@ use trading_model::strategy::State;
 
 use trading_model::ApiError;
 
-use crate::paper::call_context::{Cx, NO_RECORD, ms, refused, sql};
+use crate::context::{NO_RECORD, ms, refused};
+use crate::paper::call_context::{Cx, sql};
 use crate::store::Store;
 
 /// The strategy row of a profile.

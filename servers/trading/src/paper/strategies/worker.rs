@@ -10,7 +10,8 @@ use trading_model::strategy::{
 
 use super::lifecycle::{plan_num, stop_locked};
 use super::rows::{Row, arr, f64_at, field_text, profile, row_of, rows_where, save_row};
-use crate::paper::call_context::{iso, ms, text};
+use crate::context::ms;
+use crate::paper::call_context::{iso, text};
 use crate::paper::orders::{NewOrder, place};
 use crate::store::Store;
 
