@@ -49,6 +49,13 @@ pub(crate) struct RequestContext {
     pub market: Arc<Market>,
 }
 
+/// The authenticated caller, or 2001 for endpoints that need one.
+pub(crate) fn caller_of(env: &RequestContext) -> Result<&Caller, ApiError> {
+    env.caller
+        .as_ref()
+        .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))
+}
+
 /// The answer for a store failure (5000).
 pub(crate) fn store_error(e: &StoreError) -> ApiError {
     ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))

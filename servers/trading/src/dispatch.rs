@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
 use crate::context::{RequestContext, db};
-use crate::{account, extras, market, paper, resources, system};
+use crate::{
+    account, algorithm_creator, market, marketplace, paper, resources, support_desk, system,
+};
 
 /// Access-history entries kept per account (older ones are dropped).
 const ACCESS_HISTORY_KEPT: u32 = 1000;
@@ -22,11 +24,13 @@ type Call = fn(&Endpoint, &Valid, &RequestContext) -> Option<Result<Value, ApiEr
 /// Feature modules, asked in order before the generic resources: the first that handles a
 /// path answers it (so a module can take over a resource endpoint, such as deleting an
 /// exchange key that a running strategy uses).
-const MODULES: [(Handles, Call); 5] = [
+const MODULES: [(Handles, Call); 7] = [
     (paper::handles, paper::call),
     (market::handles, market::call),
     (account::handles, account::call),
-    (extras::handles, extras::call),
+    (marketplace::handles, marketplace::call),
+    (algorithm_creator::handles, algorithm_creator::call),
+    (support_desk::handles, support_desk::call),
     (system::handles, system::call),
 ];
 

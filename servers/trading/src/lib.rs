@@ -1,19 +1,24 @@
-//! HTTP shell of the trading API v2 sandbox (bin `trading-api`).
+//! HTTP shell of the trading API v2 sandbox (bin `trading-api`): it parses, calls the
+//! pure model (`trading-model`), stores and answers.
 //!
-//! It wires `trading-model` to hyper: every catalogue path is served under `/api/v2/`,
-//! each request goes through routing, authentication, body reading and validation, and
-//! every answer (success or error) is the `{data, meta}` envelope with `meta.status` equal
-//! to the HTTP status. `/api/v2/openapi.json` serves the generated OpenAPI document.
+//! Layers, from the bottom (no module imports one above it; `scripts/check-shape.py`
+//! checks that no two files import each other in a cycle):
 //!
-//! Endpoints that need a key authenticate with the original SDKs' `Key` + `Authorization`
-//! headers (see `trading_model::auth`), against keys kept in an SQLite store in the data
-//! directory (`trading-api create-key`). Nonces are remembered per key across restarts.
+//! * `settings` (what the server starts with, the one clock) and `store` (the data layer:
+//!   one SQLite database, a repository per feature, each registering its tables);
+//! * `context`: one request as handlers see it (caller, clock reading, store, market) and
+//!   the answers they share (refusals, record ids, store failures);
+//! * the feature modules: `resources` (generic account records), `paper` (paper trading
+//!   and strategies), `market`, `account`, `marketplace`, `algorithm_creator`,
+//!   `support_desk` and `system`;
+//! * `dispatch` (asks the feature modules in order), `authenticate` (the SDKs' `Key` +
+//!   `Authorization` headers, the key's replay memory) and `limiting` (`ratelimit-core`
+//!   embedded, per key and per address);
+//! * `server`: hyper, and the order a request passes through (routing, body,
+//!   authentication, limits, validation, handler); every answer is the `{data, meta}`
+//!   envelope with `meta.status` equal to the HTTP status.
 //!
-//! Requests are limited per key and per address by `ratelimit-core`, embedded in-process.
-//! Every catalogue endpoint has a handler (`handlers` dispatches to the feature modules
-//! `paper`, `market`, `account`, `extras` and then the generic `resources`); account data
-//! lives in SQLite and survives restarts, and the market is the pure, seeded simulation of
-//! `trading_model::market`, read at the server's one clock.
+//! Every catalogue endpoint answers GET and POST, as the original SDKs send them.
 //!
 //! What it deliberately does not do: talk to real exchanges or news sources, send e-mail,
 //! or move money; everything is simulated and deterministic for a seed and a clock.
@@ -21,17 +26,19 @@
 #![forbid(unsafe_code)]
 
 mod account;
+mod algorithm_creator;
 mod authenticate;
 mod context;
 mod dispatch;
-mod extras;
 mod limiting;
 mod market;
+mod marketplace;
 mod paper;
 mod resources;
 mod server;
 mod settings;
 pub mod store;
+mod support_desk;
 mod system;
 
 pub use server::serve;

@@ -10,8 +10,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Checked, Endpoint, Page, Valid};
 
-use crate::context::Caller;
-use crate::context::refused;
+use crate::context::{Caller, refused};
 use crate::store::{Record, Store, StoreError};
 
 pub(crate) struct Spec {

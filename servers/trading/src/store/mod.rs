@@ -19,6 +19,7 @@ mod records;
 
 pub use accounts::{KeyRecord, NewKey, User};
 pub use database::{Store, StoreError};
+pub(crate) use marketplace::{Iteration, Signal};
 pub use records::Record;
 pub use trading_model::plans::Plan;
 

@@ -6,12 +6,52 @@
 //! a valid algorithm. Nothing here runs an algorithm.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Endpoint, Valid};
 
-use crate::context::RequestContext;
+use crate::context::{RequestContext, caller_of};
 use crate::context::{db, id_param, opt_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
+
+/// Endpoints answered here.
+const PATHS: [&str; 18] = [
+    "algorithm-creator/algorithm-add",
+    "algorithm-creator/algorithm-update",
+    "algorithm-creator/algorithm-remove",
+    "algorithm-creator/algorithm-statistics",
+    "algorithm-creator/condition-add",
+    "algorithm-creator/condition-remove",
+    "algorithm-creator/condition-update",
+    "algorithm-creator/execution-add",
+    "algorithm-creator/execution-remove",
+    "algorithm-creator/execution-update",
+    "algorithm-creator/list-algorithms",
+    "algorithm-creator/list-condition-operators",
+    "algorithm-creator/list-conditions",
+    "algorithm-creator/list-executions",
+    "algorithm-creator/list-order-types",
+    "algorithm-creator/publish-algorithm",
+    "algorithm-creator/unpublish-algorithm",
+    "algorithm-creator/validate-algorithm",
+];
+
+/// Whether this module answers `path`.
+pub(crate) fn handles(path: &str) -> bool {
+    PATHS.contains(&path)
+}
+
+/// Answers `ep` if this module handles it.
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
+    if !handles(&ep.path) {
+        return None;
+    }
+    let name = ep.path.split_once('/').map_or("", |(_, n)| n);
+    Some(caller_of(env).and_then(|c| answer_for(name, valid, env, c.user_id)))
+}
 
 const ALGORITHM: &str = "algorithm";
 const CONDITION: &str = "algorithm_condition";
@@ -230,7 +270,7 @@ fn problems(env: &RequestContext, user: i64, alg: &Record) -> Result<Vec<Value>,
     Ok(out)
 }
 
-pub(super) fn call(
+fn answer_for(
     name: &str,
     valid: &Valid,
     env: &RequestContext,
