@@ -2,7 +2,6 @@
 //! inside its primary account), what a sub-account may not call, the plan's spacing, and
 //! the session's last use.
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 
@@ -10,8 +9,8 @@ use trading_model::plans::{subaccount_api_access, tier};
 
 use super::answers::{forbidden, text};
 use super::user_settings::settings_of;
+use crate::context::db;
 use crate::context::{Caller, SubCaller};
-use crate::context::{db, ms};
 use crate::store::{KeyRecord, Store};
 
 /// Sub-account history entries kept per account.
@@ -80,14 +79,7 @@ pub(crate) fn admit(
             Some(s)
         }
     };
-    store
-        .conn()
-        .execute(
-            "INSERT INTO key_links (key, last_seen_ms, last_address) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET last_seen_ms = ?2, last_address = ?3",
-            params![key, ms(now_ms), address],
-        )
-        .map_err(|e| db(e.into()))?;
+    store.touch_session(&key, now_ms, address).map_err(db)?;
     // Refused attempts are part of the sub-account's history too: the primary account
     // sees what its sub-accounts tried.
     let refusal = subaccount

@@ -1,6 +1,6 @@
 //! What the account endpoints' answers are built from: record fields, refusals, pages.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Page, Valid};
 
 use crate::context::{db, refused};
@@ -17,13 +17,6 @@ pub(crate) fn text(r: &Record, field: &str) -> String {
 
 pub(crate) fn no_record(param: &str) -> ApiError {
     refused(param, "No such record on this account.")
-}
-
-pub(crate) fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
 }
 
 pub(crate) fn page_json(rows: Vec<Value>, page: &Page, total: u64) -> Value {

@@ -17,7 +17,6 @@ mod wallets;
 
 pub(crate) use admission::admit;
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
@@ -25,8 +24,8 @@ use trading_model::plans::{PACKAGES, package_json};
 use trading_model::wallets::{confirmations, fmt_units, min_deposit};
 
 use crate::context::db;
+use crate::context::id_param;
 use crate::context::{Caller, RequestContext};
-use crate::context::{id_param, ms};
 use crate::resources::answer;
 use answers::{WHOLE, list, no_record, paging};
 use servers::{add_drivetime, disable_server, enable_server, server_types, speed_test};
@@ -109,15 +108,7 @@ fn answer_for(
             let out = crate::resources::run(spec, action, ep, valid, store, c, now)?;
             // Deleting a sub-account ends its sessions: its keys stop authenticating.
             let id = valid.text("id").and_then(|s| s.trim().parse::<i64>().ok());
-            store
-                .conn()
-                .execute(
-                    "UPDATE key_links SET revoked_ms = COALESCE(revoked_ms, ?1)
-                     WHERE subaccount_id = ?2
-                       AND key IN (SELECT key FROM api_keys WHERE user_id = ?3)",
-                    params![ms(now), id, user],
-                )
-                .map_err(|e| db(e.into()))?;
+            store.revoke_subaccount_keys(user, id, now).map_err(db)?;
             Ok(out)
         }
         "subaccounts/broadcast-edit" => {

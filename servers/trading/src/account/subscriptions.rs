@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Valid};
 
@@ -67,20 +66,8 @@ pub(crate) fn change_package(
     if *id == c.plan.id && c.plan.custom.is_empty() {
         return Err(refused("id", format!("The account is already on {name}.")));
     }
-    {
-        let conn = store.conn();
-        conn.execute(
-            "UPDATE users SET plan_id = ?1 WHERE id = ?2",
-            params![id, c.user_id],
-        )
-        .map_err(|e| db(e.into()))?;
-        // A package change replaces custom settings with the package's own limits.
-        conn.execute(
-            "UPDATE account_extra SET custom = NULL WHERE user_id = ?1",
-            [c.user_id],
-        )
-        .map_err(|e| db(e.into()))?;
-    }
+    // A package change replaces custom settings with the package's own limits.
+    store.change_plan(c.user_id, id).map_err(db)?;
     let price = tier(id).price;
     let inv = invoice(
         store,
@@ -192,15 +179,7 @@ pub(crate) fn setting_confirm(
     let value = r.fields.get("value").and_then(Value::as_i64).unwrap_or(0);
     let mut custom = c.plan.custom.clone();
     custom.insert(setting.clone(), value);
-    let custom_text = serde_json::to_string(&custom).unwrap_or_default();
-    store
-        .conn()
-        .execute(
-            "INSERT INTO account_extra (user_id, custom) VALUES (?1, ?2)
-             ON CONFLICT(user_id) DO UPDATE SET custom = ?2",
-            params![c.user_id, custom_text],
-        )
-        .map_err(|e| db(e.into()))?;
+    store.set_custom_settings(c.user_id, &custom).map_err(db)?;
     let price = text(&r, "price_month");
     let cents = parse_units(&price, 2).unwrap_or(0);
     let inv = invoice(

@@ -1,31 +1,18 @@
 //! User settings, security settings, sessions (listing and revoking keys) and referrals.
 
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Page, Valid};
 
 use trading_model::plans::{plan_details, tier};
 
 use super::answers::forbidden;
-use super::answers::{no_record, obj, page_json};
+use super::answers::{no_record, page_json};
+use crate::context::refused;
 use crate::context::{Caller, db};
-use crate::context::{ms, refused};
-use crate::store::Store;
+use crate::store::{Session, Store};
 
 pub(crate) fn settings_of(store: &Store, user: i64) -> Result<Map<String, Value>, ApiError> {
-    let text: Option<String> = store
-        .conn()
-        .query_row(
-            "SELECT fields FROM account_settings WHERE user_id = ?1",
-            [user],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(|e| db(e.into()))?;
-    Ok(text
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .map(obj)
-        .unwrap_or_default())
+    store.account_settings(user).map_err(db)
 }
 
 pub(crate) fn settings(
@@ -62,13 +49,8 @@ pub(crate) fn settings(
             ));
         }
         store
-            .conn()
-            .execute(
-                "INSERT INTO account_settings (user_id, fields, updated_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(user_id) DO UPDATE SET fields = ?2, updated_ms = ?3",
-                params![c.user_id, Value::Object(s.clone()).to_string(), ms(now)],
-            )
-            .map_err(|e| db(e.into()))?;
+            .save_account_settings(c.user_id, &s, now)
+            .map_err(db)?;
     }
     let get = |k: &str, d: &str| s.get(k).cloned().unwrap_or_else(|| json!(d));
     Ok(json!({
@@ -83,43 +65,8 @@ pub(crate) fn settings(
     }))
 }
 
-struct Session {
-    id: i64,
-    key: String,
-    subaccount_id: Option<i64>,
-    strict: bool,
-    created_ms: i64,
-    last_seen_ms: Option<i64>,
-    last_address: Option<String>,
-    revoked_ms: Option<i64>,
-}
-
 fn sessions_of(store: &Store, user: i64) -> Result<Vec<Session>, ApiError> {
-    let conn = store.conn();
-    let mut stmt = conn
-        .prepare(
-            "SELECT k.rowid, k.key, l.subaccount_id, k.strict, k.created_ms, l.last_seen_ms,
-                    l.last_address, l.revoked_ms
-             FROM api_keys k LEFT JOIN key_links l ON l.key = k.key
-             WHERE k.user_id = ?1 ORDER BY k.rowid DESC",
-        )
-        .map_err(|e| db(e.into()))?;
-    let rows = stmt
-        .query_map([user], |r| {
-            Ok(Session {
-                id: r.get(0)?,
-                key: r.get(1)?,
-                subaccount_id: r.get(2)?,
-                strict: r.get(3)?,
-                created_ms: r.get(4)?,
-                last_seen_ms: r.get(5)?,
-                last_address: r.get(6)?,
-                revoked_ms: r.get(7)?,
-            })
-        })
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| db(e.into()))?;
-    Ok(rows)
+    store.sessions(user).map_err(db)
 }
 
 fn session_json(s: &Session, current: &str) -> Value {
@@ -154,20 +101,8 @@ pub(crate) fn sessions(
             None => true,
         })
         .collect();
-    let revoke = |ids: Vec<&str>| -> Result<usize, ApiError> {
-        let conn = store.conn();
-        let mut n = 0;
-        for k in ids {
-            n += conn
-                .execute(
-                    "INSERT INTO key_links (key, revoked_ms) VALUES (?1, ?2)
-                     ON CONFLICT(key) DO UPDATE SET revoked_ms = COALESCE(revoked_ms, ?2)",
-                    params![k, ms(now)],
-                )
-                .map_err(|e| db(e.into()))?;
-        }
-        Ok(n)
-    };
+    let revoke =
+        |ids: Vec<&str>| -> Result<usize, ApiError> { store.revoke_keys(&ids, now).map_err(db) };
     let revoked = if request == "list" {
         None
     } else if request == "revoke-others" {
@@ -238,33 +173,21 @@ pub(crate) fn referral_code(user: i64) -> String {
 }
 
 pub(crate) fn referrals(store: &Store, user: i64, page: &Page) -> Result<Value, ApiError> {
-    let conn = store.conn();
-    let total: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM account_extra WHERE referred_by = ?1",
-            [user],
-            |r| r.get(0),
-        )
-        .map_err(|e| db(e.into()))?;
-    let mut stmt = conn
-        .prepare(
-            "SELECT u.id, u.name, p.name, u.created_ms FROM account_extra a
-             JOIN users u ON u.id = a.user_id JOIN plans p ON p.id = u.plan_id
-             WHERE a.referred_by = ?1 ORDER BY u.id DESC LIMIT ?2 OFFSET ?3",
-        )
-        .map_err(|e| db(e.into()))?;
-    let rows = stmt
-        .query_map(params![user, page.limit, ms(page.offset())], |r| {
-            Ok(json!({
-                "id": r.get::<_, i64>(0)?,
-                "name": r.get::<_, String>(1)?,
-                "subscription": r.get::<_, String>(2)?,
-                "time_created": r.get::<_, i64>(3)? / 1000,
-            }))
+    let (referred, total) = store
+        .referrals(user, page.limit, page.offset())
+        .map_err(db)?;
+    let rows: Vec<Value> = referred
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "name": r.name,
+                "subscription": r.plan,
+                "time_created": r.created_ms / 1000,
+            })
         })
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| db(e.into()))?;
-    let mut out = page_json(rows, page, u64::try_from(total).unwrap_or(0));
+        .collect();
+    let mut out = page_json(rows, page, total);
     out["referral_code"] = json!(referral_code(user));
     Ok(out)
 }

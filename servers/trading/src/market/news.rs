@@ -121,18 +121,13 @@ fn watchlist(env: &RequestContext) -> Result<Vec<(i64, String, String)>, ApiErro
     for t in TOPICS {
         push(&mut out, t.to_owned(), "topic".to_owned(), None);
     }
-    let conn = env.store.conn();
-    let mut stmt = conn
-        .prepare("SELECT id, fields FROM records WHERE kind = 'news_keyword' ORDER BY id")
-        .map_err(|e| crate::context::db(e.into()))?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .map_err(|e| crate::context::db(e.into()))?;
-    for row in rows {
-        let (id, fields) = row.map_err(|e| crate::context::db(e.into()))?;
-        let name = serde_json::from_str::<Value>(&fields)
-            .ok()
-            .and_then(|f| f.get("name").and_then(Value::as_str).map(str::to_owned));
+    let keywords = env
+        .store
+        .records_of_everyone("news_keyword")
+        .map_err(crate::context::db)?;
+    for (_, keyword) in keywords {
+        let id = keyword.id;
+        let name = keyword.fields.get("name").and_then(Value::as_str);
         if let Some(name) = name {
             push(
                 &mut out,

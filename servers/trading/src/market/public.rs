@@ -453,30 +453,14 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result<
         .filter(|t| *t != "0")
         .map(str::to_lowercase);
     let now_s = i64::try_from(env.now_ms / 1000).unwrap_or(i64::MAX);
-    let conn = env.store.conn();
-    let mut stmt = conn
-        .prepare(
-            "SELECT id, user_id, fields, created_ms, updated_ms FROM records
-             WHERE kind = 'article' ORDER BY id",
-        )
-        .map_err(|e| crate::context::db(e.into()))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, i64>(4)?,
-            ))
-        })
-        .map_err(|e| crate::context::db(e.into()))?;
+    let articles = env
+        .store
+        .records_of_everyone("article")
+        .map_err(crate::context::db)?;
     let mut published = Vec::new();
-    for row in rows {
-        let (rid, uid, fields, created, updated) = row.map_err(|e| crate::context::db(e.into()))?;
-        let Ok(Value::Object(f)) = serde_json::from_str::<Value>(&fields) else {
-            continue;
-        };
+    for (uid, article) in articles {
+        let (rid, f) = (article.id, &article.fields);
+        let (created, updated) = (article.created_ms, article.updated_ms);
         let publish = f
             .get("publishdate")
             .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
@@ -499,8 +483,6 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result<
         rec.insert("time_updated".into(), json!(updated / 1000));
         published.push(Value::Object(rec));
     }
-    drop(stmt);
-    drop(conn);
     if id != 0 && published.is_empty() {
         return Err(refused("article_id", "No published article has this id."));
     }

@@ -16,11 +16,13 @@ mod marketplace;
 mod nonces;
 mod paper;
 mod records;
+mod sessions;
 
 pub use accounts::{KeyRecord, NewKey, User};
 pub use database::{Store, StoreError};
 pub(crate) use marketplace::{Iteration, Signal};
 pub use records::Record;
+pub use sessions::{Referral, Session};
 pub use trading_model::plans::Plan;
 
 use database::{master_key, random};

@@ -56,6 +56,20 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
 }
 
 impl Store {
+    /// Every record of `kind`, of every account, oldest first, with its owner: for the
+    /// public views of what accounts publish (articles, news keywords).
+    pub fn records_of_everyone(&self, kind: &str) -> Result<Vec<(i64, Record)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, fields, created_ms, updated_ms, user_id FROM records
+             WHERE kind = ?1 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([kind], |r| Ok((r.get(4)?, record_from_row(r)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
     /// Stores a new record; `hidden` is encrypted and never read back by the API.
     pub fn insert_record(
         &self,
