@@ -46,6 +46,7 @@ pub mod plans;
 pub mod replay;
 pub mod signal_payload;
 pub mod strategy;
+pub mod strategy_profile;
 mod validate;
 pub mod wallets;
 

@@ -6,9 +6,10 @@ use base64::engine::general_purpose::STANDARD;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use trading_model::ApiError;
+use trading_model::strategy_profile::Profile;
 
 use super::call_context::{Cx, paged, sql};
-use super::strategies::{TxQuery, arr, describe, profiles_of, row_of, transactions};
+use super::strategies::{TxQuery, describe, profiles_of, row_of, transactions};
 use crate::context::{NO_RECORD, ms, refused};
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
@@ -155,7 +156,7 @@ fn export_rows(
     if system == "all_strategies" {
         rows.push(STRATEGY_FIELDS.iter().map(|s| (*s).to_owned()).collect());
         for (id, p) in profiles_of(conn, cx.user()).map_err(sql)?.into_iter().rev() {
-            let codes = arr(&p, "executable_codes");
+            let codes = Profile::new(&p).list("executable_codes");
             if !codes.iter().any(|c| c.trim().eq_ignore_ascii_case(symbol)) {
                 continue;
             }

@@ -6,9 +6,10 @@ use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::{Market, Side};
 use trading_model::strategy::{Effect, Event, Refusal, State, transition};
+use trading_model::strategy_profile::{Profile, number_at};
 
 use super::rows::own_profile;
-use super::rows::{arr, f64_at, field_text, keys_of_profile, row_of, rows_where, save_row};
+use super::rows::{row_of, rows_where, save_row};
 use crate::context::{ms, refused};
 use crate::paper::balances::{key_problem, log_request};
 use crate::paper::call_context::{Cx, num, sql};
@@ -92,8 +93,8 @@ fn start_refusal(
     p: &Map<String, Value>,
     plan: &Value,
 ) -> rusqlite::Result<Option<(&'static str, String)>> {
-    let codes = arr(p, "executable_codes");
-    if field_text(p, "algorithm_id").is_empty() || codes.is_empty() {
+    let codes = Profile::new(p).list("executable_codes");
+    if Profile::new(p).text("algorithm_id").is_empty() || codes.is_empty() {
         return Ok(Some((
             "id",
             "The profile has no algorithm or no executables yet; edit it first.".into(),
@@ -113,7 +114,7 @@ fn start_refusal(
             )));
         }
     }
-    let keys = keys_of_profile(p);
+    let keys = Profile::new(p).key_ids();
     if let Some(max) = plan_num(
         plan,
         &["strategies", "maximum", "concurrent_exchange_api_key"],
@@ -125,7 +126,11 @@ fn start_refusal(
             )));
         }
     }
-    let delay: f64 = field_text(p, "slice_delay").trim().parse().unwrap_or(0.0);
+    let delay: f64 = Profile::new(p)
+        .text("slice_delay")
+        .trim()
+        .parse()
+        .unwrap_or(0.0);
     let (lo, hi) = (
         plan_num(plan, &["strategies", "sleep_interval", "minimum"]).unwrap_or(1.0),
         plan_num(plan, &["strategies", "sleep_interval", "maximum"]).unwrap_or(f64::MAX),
@@ -136,13 +141,13 @@ fn start_refusal(
             format!("slice_delay must be {lo} to {hi} seconds on your plan."),
         )));
     }
-    let values = arr(p, "executable_values");
+    let values = Profile::new(p).list("executable_values");
     let (qlo, qhi) = (
         plan_num(plan, &["strategies", "qty_child", "minimum"]).unwrap_or(0.0),
         plan_num(plan, &["strategies", "qty_child", "maximum"]).unwrap_or(f64::MAX),
     );
     for (i, code) in codes.iter().enumerate() {
-        let q = f64_at(&values, i).unwrap_or(0.0);
+        let q = number_at(&values, i).unwrap_or(0.0);
         if q <= qlo || q > qhi {
             return Ok(Some((
                 "executable_values",
@@ -162,14 +167,18 @@ fn start_refusal(
         plan_num(plan, &["strategies", "price_offset", "minimum"]).unwrap_or(f64::MIN),
         plan_num(plan, &["strategies", "price_offset", "maximum"]).unwrap_or(f64::MAX),
     );
-    let offsets = arr(p, "executable_priceoffset");
-    if (0..codes.len()).any(|i| f64_at(&offsets, i).is_some_and(|o| o < olo || o > ohi)) {
+    let offsets = Profile::new(p).list("executable_priceoffset");
+    if (0..codes.len()).any(|i| number_at(&offsets, i).is_some_and(|o| o < olo || o > ohi)) {
         return Ok(Some((
             "executable_priceoffset",
             format!("Price offsets must be {olo} to {ohi} percent on your plan."),
         )));
     }
-    let alg: u32 = field_text(p, "algorithm_id").trim().parse().unwrap_or(0);
+    let alg: u32 = Profile::new(p)
+        .text("algorithm_id")
+        .trim()
+        .parse()
+        .unwrap_or(0);
     let per_slice = codes.len() as f64 * if alg == 3 { 2.0 } else { 1.0 };
     if let Some(ops) = plan_num(plan, &["strategies", "ratelimit", "orders_per_second"]) {
         if per_slice / delay.max(1.0) > ops {
@@ -196,8 +205,8 @@ pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
             return Err(refused(param, msg));
         }
     }
-    let codes = arr(&p, "executable_codes");
-    let keys = arr(&p, "executable_apikeys");
+    let codes = Profile::new(&p).list("executable_codes");
+    let keys = Profile::new(&p).list("executable_apikeys");
     let mut usable = true;
     let mut problems = Vec::new();
     for (c, k) in codes.iter().zip(&keys) {

@@ -6,10 +6,11 @@ use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::Market;
 use trading_model::strategy::{ALGORITHMS, State, algorithm};
+use trading_model::strategy_profile::Profile;
 
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
-use super::rows::{Row, arr, field_text, profiles_of, row_of, u};
+use super::rows::{Row, profiles_of, row_of, u};
 use crate::context::{ms, refused};
 use crate::paper::call_context::{Cx, num, paged, sql, text};
 use crate::paper::orders::{Order, orders_where};
@@ -20,7 +21,11 @@ pub(crate) fn describe(
     p: &Map<String, Value>,
     r: &Row,
 ) -> rusqlite::Result<Value> {
-    let alg: u32 = field_text(p, "algorithm_id").trim().parse().unwrap_or(0);
+    let alg: u32 = Profile::new(p)
+        .text("algorithm_id")
+        .trim()
+        .parse()
+        .unwrap_or(0);
     let tx: i64 = conn.query_row(
         "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
         [id],
@@ -29,15 +34,15 @@ pub(crate) fn describe(
     Ok(json!({
         "id": id,
         "name": p.get("name").cloned().unwrap_or(Value::Null),
-        "algorithm_id": field_text(p, "algorithm_id"),
+        "algorithm_id": Profile::new(p).text("algorithm_id"),
         "algorithm": algorithm(alg).map_or(Value::Null, |a| json!(a.name)),
         "state": r.state.as_str(),
         "started_ms": r.started_ms,
         "stopped_ms": r.stopped_ms,
         "next_slice_ms": if r.state == State::Running { json!(r.next_due_ms) } else { Value::Null },
         "slices": r.slice,
-        "slice_delay": field_text(p, "slice_delay"),
-        "executables": arr(p, "executable_codes").len(),
+        "slice_delay": Profile::new(p).text("slice_delay"),
+        "executables": Profile::new(p).list("executable_codes").len(),
         "transactions": tx,
         "position": r.position,
     }))
@@ -382,9 +387,10 @@ pub(crate) fn books(cx: &Cx<'_>) -> Result<Value, ApiError> {
     } else {
         let conn = cx.store().conn();
         for (_, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
-            for c in arr(&p, "executable_codes")
+            for c in Profile::new(&p)
+                .list("executable_codes")
                 .into_iter()
-                .chain(arr(&p, "condition_codes"))
+                .chain(Profile::new(&p).list("condition_codes"))
             {
                 let c = c.trim().to_ascii_lowercase();
                 if !codes.contains(&c) {

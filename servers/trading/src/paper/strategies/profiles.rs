@@ -4,45 +4,20 @@
 use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 use trading_model::market::Market;
-use trading_model::strategy::{
-    Condition, Event, Refusal, State, algorithm, level_index, level_price, transition,
+use trading_model::strategy::{Event, Refusal, State, transition};
+use trading_model::strategy_profile::{
+    self, CONDITION_ARRAYS, EXECUTABLE_ARRAYS, KeyLookup, Profile,
 };
 use trading_model::{ApiError, Checked};
 
 use super::lifecycle::{apply_effects, refusal};
 use super::rows::own_profile;
-use super::rows::{Row, arr, f64_at, field_text, profiles_of, row_of, save_row};
+use super::rows::{Row, profiles_of, row_of, save_row};
 use crate::context::{NO_RECORD, refused};
 use crate::paper::call_context::{Cx, db, sql};
 
-/// Array parameters of `edit-profile` that describe executables, one entry per row.
-const EXECUTABLE_ARRAYS: [&str; 16] = [
-    "executable_parents",
-    "executable_values",
-    "executable_codes",
-    "executable_apikeys",
-    "executable_apikeysmarket",
-    "executable_leverage",
-    "executable_priceoffset",
-    "executable_priceexact",
-    "post_request_delay",
-    "post_request_random",
-    "executable_priceoffsetside",
-    "executable_pricereference",
-    "executable_toleranceminimum",
-    "executable_tolerancemaximum",
-    "executable_maximumtimelive",
-    "executable_obqtycumulativecheck",
-];
-
-const CONDITION_ARRAYS: [&str; 4] = [
-    "condition_codes",
-    "condition_values",
-    "condition_orderbooklevel_side1",
-    "condition_orderbooklevel_side2",
-];
-
-/// Checks a (merged) profile: algorithm, executable rows and conditions.
+/// Checks a (merged) profile (`trading_model::strategy_profile::check`) against the
+/// caller's exchange keys and plan.
 fn check_profile(
     conn: &Connection,
     market: &Market,
@@ -50,144 +25,30 @@ fn check_profile(
     p: &Map<String, Value>,
     plan: &Value,
 ) -> Result<(), ApiError> {
-    let alg: Option<u32> = field_text(p, "algorithm_id").trim().parse().ok();
-    let Some(alg) = alg.and_then(algorithm) else {
-        return Err(refused(
-            "algorithm_id",
-            "Unknown algorithm; see strategy/list-algorithms.",
-        ));
-    };
-    let excluded = plan["strategies"]["algos_excluded"]
+    let excluded: Vec<&str> = plan["strategies"]["algos_excluded"]
         .as_array()
-        .cloned()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    if excluded.iter().any(|a| a.as_str() == Some(alg.name)) {
-        return Err(refused(
-            "algorithm_id",
-            format!("{} is not part of your plan.", alg.name),
-        ));
-    }
-    match field_text(p, "slice_delay").trim().parse::<i64>() {
-        Ok(d) if d >= 1 => {}
-        _ => {
-            return Err(refused(
-                "slice_delay",
-                "slice_delay is a whole number of seconds, at least 1.",
-            ));
+    // Key lookups fail only on a store error; that is kept and answered as such.
+    let mut store_error = None;
+    let key = |id: i64| match crate::paper::balances::key_fields(conn, user, id) {
+        Ok(Some(f)) => KeyLookup::For(
+            f.get("exchange")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        ),
+        Ok(None) => KeyLookup::Unknown,
+        Err(e) => {
+            store_error.get_or_insert(e);
+            KeyLookup::Unknown
         }
+    };
+    let checked = strategy_profile::check(&Profile::new(p), market, &excluded, key);
+    if let Some(e) = store_error {
+        return Err(sql(e));
     }
-    let codes = arr(p, "executable_codes");
-    let n = codes.len();
-    for name in EXECUTABLE_ARRAYS {
-        let len = arr(p, name).len();
-        if len != 0 && len != n {
-            return Err(refused(
-                name,
-                format!("{name} has {len} entries; executable_codes has {n}."),
-            ));
-        }
-    }
-    let keys = arr(p, "executable_apikeys");
-    let values = arr(p, "executable_values");
-    if n > 0 && (keys.len() != n || values.len() != n) {
-        return Err(refused(
-            "executable_apikeys",
-            "Every executable needs a code, an exchange API key and a value (quantity).",
-        ));
-    }
-    for i in 0..n {
-        let Some(sym) = market.symbol(codes[i].trim()) else {
-            return Err(refused(
-                "executable_codes",
-                format!("Unknown trading code {}.", codes[i]),
-            ));
-        };
-        let key: i64 = keys[i]
-            .trim()
-            .parse()
-            .map_err(|_| refused("executable_apikeys", NO_RECORD))?;
-        match crate::paper::balances::key_fields(conn, user, key).map_err(sql)? {
-            None => {
-                return Err(refused(
-                    "executable_apikeys",
-                    format!("Exchange API key {key}: {NO_RECORD}"),
-                ));
-            }
-            Some(f) if f.get("exchange").and_then(Value::as_str) != Some(sym.exchange) => {
-                return Err(refused(
-                    "executable_apikeys",
-                    format!("Exchange API key {key} is not for {}.", sym.exchange),
-                ));
-            }
-            Some(_) => {}
-        }
-        if f64_at(&values, i).is_none_or(|q| q <= 0.0) {
-            return Err(refused(
-                "executable_values",
-                "Quantities must be positive numbers.",
-            ));
-        }
-        for name in [
-            "executable_priceoffset",
-            "executable_priceexact",
-            "executable_maximumtimelive",
-        ] {
-            let v = arr(p, name);
-            if v.get(i).is_some_and(|s| !s.trim().is_empty()) && f64_at(&v, i).is_none() {
-                return Err(refused(name, format!("{name} entries must be numbers.")));
-            }
-        }
-    }
-    if level_index(&field_text(p, "executable_priceoffsettype")).is_none() {
-        return Err(refused(
-            "executable_priceoffsettype",
-            "Use ob1 to ob5 (empty means ob1).",
-        ));
-    }
-    let ccodes = arr(p, "condition_codes");
-    let cvalues = arr(p, "condition_values");
-    if ccodes.len() != cvalues.len() {
-        return Err(refused(
-            "condition_values",
-            "One condition value per condition code.",
-        ));
-    }
-    for (c, v) in ccodes.iter().zip(&cvalues) {
-        if market.symbol(c.trim()).is_none() {
-            return Err(refused(
-                "condition_codes",
-                format!("Unknown trading code {c}."),
-            ));
-        }
-        if Condition::parse(v).is_none() {
-            return Err(refused(
-                "condition_values",
-                format!("{v:?} is not a comparison such as >=100."),
-            ));
-        }
-    }
-    for name in [
-        "condition_orderbooklevel_side1",
-        "condition_orderbooklevel_side2",
-    ] {
-        let v = arr(p, name);
-        if v.len() > ccodes.len() {
-            return Err(refused(
-                name,
-                format!("{name} has more entries than condition_codes."),
-            ));
-        }
-        let any_book = market.book("binance-btcusdt", 0);
-        if let Some(b) = any_book {
-            if let Some(bad) = v.iter().find(|l| level_price(&b, l).is_none()) {
-                return Err(refused(
-                    name,
-                    format!("{bad:?} is not mid, bid1..bid5 or ask1..ask5."),
-                ));
-            }
-        }
-    }
-    Ok(())
+    checked.map_err(|problem| refused(&problem.param, problem.message))
 }
 
 fn to_json(v: &Checked) -> Value {
@@ -256,7 +117,7 @@ pub(crate) fn duplicate(cx: &Cx<'_>) -> Result<Value, ApiError> {
             format!("The plan keeps at most {max} of these; delete one first."),
         ));
     }
-    let name = format!("{} (copy)", field_text(&p, "name"));
+    let name = format!("{} (copy)", Profile::new(&p).text("name"));
     p.insert("name".into(), json!(name));
     p.remove("overview");
     let rec = cx
@@ -324,7 +185,7 @@ pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
     }
     let index = usize::try_from(cx.valid.integer("row").unwrap_or(0)).unwrap_or(usize::MAX);
     let value = cx.valid.text("value").unwrap_or("").to_owned();
-    let mut list = arr(&p, &component);
+    let mut list = Profile::new(&p).list(&component);
     if index < list.len() {
         list[index] = value;
     } else if index == list.len() {

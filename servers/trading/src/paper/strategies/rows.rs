@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use trading_model::strategy::State;
 
 use trading_model::ApiError;
+use trading_model::strategy_profile::Profile;
 
 use crate::context::{NO_RECORD, ms, refused};
 use crate::paper::call_context::{Cx, sql};
@@ -122,43 +123,6 @@ pub(crate) fn profiles_of(
     crate::paper::balances::records_of(conn, "strategy_profile", user)
 }
 
-/// A profile array as strings (absent: empty).
-pub(crate) fn arr(p: &Map<String, Value>, name: &str) -> Vec<String> {
-    match p.get(name) {
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-            .collect(),
-        Some(Value::String(s)) => vec![s.clone()],
-        _ => Vec::new(),
-    }
-}
-
-pub(crate) fn field_text(p: &Map<String, Value>, name: &str) -> String {
-    match p.get(name) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(v) => v.to_string(),
-    }
-}
-
-pub(crate) fn f64_at(v: &[String], i: usize) -> Option<f64> {
-    v.get(i)
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|x| x.is_finite())
-}
-
-/// Keys the profile's executables trade through.
-pub(crate) fn keys_of_profile(p: &Map<String, Value>) -> Vec<i64> {
-    let mut keys: Vec<i64> = arr(p, "executable_apikeys")
-        .iter()
-        .filter_map(|k| k.trim().parse().ok())
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys
-}
-
 /// Running strategies of `user` whose executables use exchange key `key`.
 pub(crate) fn running_using_key(store: &Store, user: i64, key: i64) -> rusqlite::Result<Vec<i64>> {
     let conn = store.conn();
@@ -166,7 +130,7 @@ pub(crate) fn running_using_key(store: &Store, user: i64, key: i64) -> rusqlite:
     let mut out = Vec::new();
     for r in running {
         if let Some((p, _)) = profile(&conn, user, r.id)? {
-            if keys_of_profile(&p).contains(&key) {
+            if Profile::new(&p).key_ids().contains(&key) {
                 out.push(r.id);
             }
         }

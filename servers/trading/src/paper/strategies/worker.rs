@@ -7,9 +7,10 @@ use trading_model::market::Market;
 use trading_model::strategy::{
     Condition, Event, State, level_index, level_price, plan, transition,
 };
+use trading_model::strategy_profile::{Profile, number_at};
 
 use super::lifecycle::{plan_num, stop_locked};
-use super::rows::{Row, arr, f64_at, field_text, profile, row_of, rows_where, save_row};
+use super::rows::{Row, profile, row_of, rows_where, save_row};
 use crate::context::ms;
 use crate::paper::call_context::{iso, text};
 use crate::paper::orders::{NewOrder, place};
@@ -38,7 +39,8 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
             conn.execute("DELETE FROM paper_strategies WHERE id = ?1", [r.id])?;
             continue;
         };
-        let delay_ms = field_text(&p, "slice_delay")
+        let delay_ms = Profile::new(&p)
+            .text("slice_delay")
             .trim()
             .parse::<u64>()
             .unwrap_or(1)
@@ -77,13 +79,13 @@ fn run_slice(
     t: u64,
     now: u64,
 ) -> rusqlite::Result<String> {
-    let ccodes = arr(p, "condition_codes");
+    let ccodes = Profile::new(p).list("condition_codes");
     let noconditions = matches!(p.get("noconditions"), Some(Value::Bool(true)))
         || matches!(p.get("noconditions"), Some(Value::String(s)) if s == "true" || s == "1");
     if !noconditions {
-        let cvalues = arr(p, "condition_values");
-        let side1 = arr(p, "condition_orderbooklevel_side1");
-        let side2 = arr(p, "condition_orderbooklevel_side2");
+        let cvalues = Profile::new(p).list("condition_values");
+        let side1 = Profile::new(p).list("condition_orderbooklevel_side1");
+        let side2 = Profile::new(p).list("condition_orderbooklevel_side2");
         for (i, code) in ccodes.iter().enumerate() {
             let (Some(book), Some(cond)) = (
                 market.book(code.trim(), t),
@@ -102,14 +104,18 @@ fn run_slice(
             }
         }
     }
-    let alg: u32 = field_text(p, "algorithm_id").trim().parse().unwrap_or(0);
-    let level = level_index(&field_text(p, "executable_priceoffsettype")).unwrap_or(0);
-    let codes = arr(p, "executable_codes");
-    let keys = arr(p, "executable_apikeys");
-    let values = arr(p, "executable_values");
-    let offsets = arr(p, "executable_priceoffset");
-    let exacts = arr(p, "executable_priceexact");
-    let lives = arr(p, "executable_maximumtimelive");
+    let alg: u32 = Profile::new(p)
+        .text("algorithm_id")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let level = level_index(&Profile::new(p).text("executable_priceoffsettype")).unwrap_or(0);
+    let codes = Profile::new(p).list("executable_codes");
+    let keys = Profile::new(p).list("executable_apikeys");
+    let values = Profile::new(p).list("executable_values");
+    let offsets = Profile::new(p).list("executable_priceoffset");
+    let exacts = Profile::new(p).list("executable_priceexact");
+    let lives = Profile::new(p).list("executable_maximumtimelive");
     let mut placed = 0;
     for (row, code) in codes.iter().enumerate() {
         let Some(sym) = market.symbol(code.trim()) else {
@@ -122,10 +128,10 @@ fn run_slice(
             .get(row)
             .and_then(|k| k.trim().parse().ok())
             .unwrap_or(0);
-        let qty = sym.round_amount(f64_at(&values, row).unwrap_or(0.0));
-        let offset = f64_at(&offsets, row).unwrap_or(0.0);
-        let exact = f64_at(&exacts, row).filter(|x| *x > 0.0);
-        let live = f64_at(&lives, row).map_or(0, |x| x.max(0.0) as u64);
+        let qty = sym.round_amount(number_at(&values, row).unwrap_or(0.0));
+        let offset = number_at(&offsets, row).unwrap_or(0.0);
+        let exact = number_at(&exacts, row).filter(|x| *x > 0.0);
+        let live = number_at(&lives, row).map_or(0, |x| x.max(0.0) as u64);
         for planned in plan(alg, r.slice, row, &book, level, offset, exact) {
             let seq: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM paper_orders WHERE strategy_id = ?1",
