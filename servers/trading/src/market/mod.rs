@@ -13,7 +13,6 @@
 
 mod answers;
 mod backtest;
-mod health;
 mod news;
 mod public;
 
@@ -23,7 +22,7 @@ use trading_model::{ApiError, Endpoint, Page, Valid};
 
 use crate::context::RequestContext;
 use crate::market::answers::{page, paged, r8, symbol_record, unknown_exchange};
-use crate::market::health::{exchange_health, exchange_status, rating, status, unit};
+use trading_model::market::health::{exchange_health, exchange_status, rating, status, unit};
 
 const PATHS: &[&str] = &[
     "system/rates",

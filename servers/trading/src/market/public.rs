@@ -258,8 +258,8 @@ fn exchange_information(m: &Market, now: u64) -> Value {
         m.exchanges()
             .iter()
             .map(|e| {
-                let (status, _) = super::health::exchange_status(m, e.code, now_s);
-                let (_, rating) = super::health::rating(m, e, now_s);
+                let (status, _) = trading_model::market::health::exchange_status(m, e.code, now_s);
+                let (_, rating) = trading_model::market::health::rating(m, e, now_s);
                 json!({"exchange": e.code, "name": e.name, "status": status, "rating": rating})
             })
             .collect(),

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use rusqlite::params;
 use serde_json::{Value, json};
 use trading_model::ApiError;
-use trading_model::market::{Market, Side};
+use trading_model::market::Market;
+use trading_model::orders::Position;
 
 use super::balances::keys_of;
 use super::call_context::{Cx, iso, num, paged, sql};
@@ -27,44 +28,6 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
         "finance/import-orders-list" => import_list(cx),
         "finance/import-orders-settings" => import_settings(cx),
         _ => Err(refused("path", "unhandled")),
-    }
-}
-
-/// Average-cost books per trading code.
-#[derive(Default, Debug, Clone)]
-struct Position {
-    qty: f64,
-    avg: f64,
-    bought: f64,
-    sold: f64,
-    realised: f64,
-    fees: f64,
-}
-
-impl Position {
-    fn trade(&mut self, side: Side, qty: f64, price: f64, fee: f64) {
-        let d = if side == Side::Buy { qty } else { -qty };
-        if side == Side::Buy {
-            self.bought += qty;
-        } else {
-            self.sold += qty;
-        }
-        self.fees += fee;
-        if self.qty == 0.0 || self.qty.signum() == d.signum() {
-            let total = self.qty.abs() + qty;
-            self.avg = (self.avg * self.qty.abs() + price * qty) / total;
-            self.qty += d;
-            return;
-        }
-        let closed = qty.min(self.qty.abs());
-        self.realised += closed * (price - self.avg) * self.qty.signum();
-        self.qty += d;
-        if self.qty.abs() < trading_model::orders::DUST {
-            self.qty = 0.0;
-            self.avg = 0.0;
-        } else if qty > closed {
-            self.avg = price;
-        }
     }
 }
 
@@ -291,20 +254,4 @@ fn import_settings(cx: &Cx<'_>) -> Result<Value, ApiError> {
         }));
     }
     Ok(Value::Array(out))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn average_cost_realises_on_sells() {
-        let mut p = Position::default();
-        p.trade(Side::Buy, 1.0, 10.0, 0.1);
-        p.trade(Side::Buy, 1.0, 20.0, 0.1);
-        p.trade(Side::Sell, 1.0, 30.0, 0.1);
-        assert!((p.realised - 15.0).abs() < 1e-9);
-        assert!((p.qty - 1.0).abs() < 1e-9 && (p.avg - 15.0).abs() < 1e-9);
-        assert!((p.fees - 0.3).abs() < 1e-9);
-    }
 }

@@ -2,33 +2,39 @@
 //! rating, `system/exchange-health` and `system/status`.
 
 use serde_json::{Value, json};
-use trading_model::market::{Exchange, Market};
+
+use super::{Exchange, Market};
 
 /// Simulated incidents: one per three-day window at a seeded second, on a seeded
 /// exchange, lasting 10 to 40 minutes. They drive exchange-health, the status of the
 /// exchanges, their rating and the maintenance announcements.
-pub(crate) const INCIDENT_WINDOW_S: u64 = 3 * 86_400;
+pub const INCIDENT_WINDOW_S: u64 = 3 * 86_400;
 
+/// One simulated incident: an exchange's order book updates stall for a while.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Incident {
-    start_s: u64,
-    end_s: u64,
-    exchange: &'static Exchange,
+pub struct Incident {
+    /// When it starts, in seconds.
+    pub start_s: u64,
+    /// When it ends, in seconds.
+    pub end_s: u64,
+    /// The exchange it hits.
+    pub exchange: &'static Exchange,
 }
 
-pub(crate) fn mix(mut z: u64) -> u64 {
+fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
 
 /// Uniform in [0, 1) from the seed, a stream tag and an index.
-pub(crate) fn unit(seed: u64, stream: u64, index: u64) -> f64 {
+pub fn unit(seed: u64, stream: u64, index: u64) -> f64 {
     let h = mix(mix(seed ^ 0x7379_7374_656d_0000 ^ stream).wrapping_add(index));
     (mix(h) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-pub(crate) fn incident(m: &Market, window: u64) -> Incident {
+/// The incident of three-day window number `window`.
+pub fn incident(m: &Market, window: u64) -> Incident {
     let start_s = window * INCIDENT_WINDOW_S
         + (unit(m.seed(), 1, window) * (INCIDENT_WINDOW_S - 3600) as f64) as u64;
     let minutes = 10 + (unit(m.seed(), 2, window) * 30.0) as u64;
@@ -41,7 +47,7 @@ pub(crate) fn incident(m: &Market, window: u64) -> Incident {
 }
 
 /// Incidents that started at or before `now_s`, newest first, going back `count` windows.
-pub(crate) fn incidents_before(m: &Market, now_s: u64, windows: u64) -> Vec<Incident> {
+pub fn incidents_before(m: &Market, now_s: u64, windows: u64) -> Vec<Incident> {
     let w = now_s / INCIDENT_WINDOW_S;
     (0..=windows)
         .filter_map(|back| w.checked_sub(back))
@@ -50,13 +56,15 @@ pub(crate) fn incidents_before(m: &Market, now_s: u64, windows: u64) -> Vec<Inci
         .collect()
 }
 
-pub(crate) fn active_incident(m: &Market, code: &str, now_s: u64) -> Option<Incident> {
+/// The incident `code` is in at `now_s`, if any.
+pub fn active_incident(m: &Market, code: &str, now_s: u64) -> Option<Incident> {
     incidents_before(m, now_s, 1)
         .into_iter()
         .find(|i| i.exchange.code == code && now_s < i.end_s)
 }
 
-pub(crate) fn exchange_health(m: &Market, now: u64) -> Value {
+/// `system/exchange-health` at `now` (ms): the last incident and whether it is over.
+pub fn exchange_health(m: &Market, now: u64) -> Value {
     let now_s = now / 1000;
     let last = incidents_before(m, now_s, 1).into_iter().next();
     json!({
@@ -67,7 +75,8 @@ pub(crate) fn exchange_health(m: &Market, now: u64) -> Value {
     })
 }
 
-pub(crate) fn exchange_status(m: &Market, code: &str, now_s: u64) -> (&'static str, String) {
+/// An exchange's status at `now_s` and its issue text (`"None"` when running).
+pub fn exchange_status(m: &Market, code: &str, now_s: u64) -> (&'static str, String) {
     match active_incident(m, code, now_s) {
         Some(i) => (
             "degraded",
@@ -80,7 +89,8 @@ pub(crate) fn exchange_status(m: &Market, code: &str, now_s: u64) -> (&'static s
     }
 }
 
-pub(crate) fn status(m: &Market, now: u64) -> Value {
+/// `system/status` at `now` (ms): the API, the feed and every exchange.
+pub fn status(m: &Market, now: u64) -> Value {
     let now_s = now / 1000;
     let mut out = vec![
         json!({"name": "api", "status": "running", "last_checked": now, "issues": "None"}),
@@ -98,7 +108,7 @@ pub(crate) fn status(m: &Market, now: u64) -> Value {
 
 /// Incidents in the last 30 days of `code`, and a rating out of 10 from its fee, typical
 /// spread and that count (cheaper, tighter and steadier rates higher).
-pub(crate) fn rating(m: &Market, e: &Exchange, now_s: u64) -> (usize, f64) {
+pub fn rating(m: &Market, e: &Exchange, now_s: u64) -> (usize, f64) {
     let incidents = incidents_before(m, now_s, 10)
         .iter()
         .filter(|i| i.exchange.code == e.code && i.start_s + 30 * 86_400 > now_s)
