@@ -1,11 +1,12 @@
 //! Paper balances and the exchange keys they belong to: each key's simulated balances,
 //! the key's fields and problems, and the log of requests sent through it.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value};
 use trading_model::market::{Market, ORIGIN_S};
 
 use crate::context::ms;
+use crate::store::PaperDb;
 
 /// Starting paper balance of every asset on a new exchange key, in US dollars at the start
 /// of the simulated history (so it depends on the seed only).
@@ -13,7 +14,7 @@ const START_USD: f64 = 10_000.0;
 
 /// Fields of one of `user`'s exchange keys, read with the caller's connection.
 pub(crate) fn key_fields(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
     id: i64,
 ) -> rusqlite::Result<Option<Map<String, Value>>> {
@@ -32,7 +33,7 @@ pub(crate) fn key_fields(
 
 /// Why a key cannot trade on `exchange` now, or `None` when it can.
 pub(crate) fn key_problem(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
     id: i64,
     exchange: &str,
@@ -58,7 +59,7 @@ pub(crate) fn key_problem(
 }
 
 pub(crate) fn log_request(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
     key: i64,
     exchange: &str,
@@ -77,7 +78,7 @@ pub(crate) fn log_request(
 /// Seeds a key's paper balances on first use: every asset traded on its exchange, worth
 /// [`START_USD`] at the origin of the simulated history.
 pub(crate) fn ensure_balances(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     key: i64,
     exchange: &str,
@@ -109,7 +110,7 @@ pub(crate) fn ensure_balances(
     Ok(())
 }
 
-pub(crate) fn balance(conn: &Connection, key: i64, asset: &str) -> rusqlite::Result<f64> {
+pub(crate) fn balance(conn: &PaperDb<'_>, key: i64, asset: &str) -> rusqlite::Result<f64> {
     Ok(conn
         .query_row(
             "SELECT amount FROM paper_balances WHERE apikey_id = ?1 AND asset = ?2",
@@ -121,7 +122,7 @@ pub(crate) fn balance(conn: &Connection, key: i64, asset: &str) -> rusqlite::Res
 }
 
 pub(crate) fn add_balance(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     key: i64,
     asset: &str,
     delta: f64,
@@ -136,7 +137,7 @@ pub(crate) fn add_balance(
 
 /// Every exchange key of the caller as `(id, fields)`, oldest first.
 pub(crate) fn keys_of(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
     records_of(conn, "exchange_api_key", user)
@@ -145,7 +146,7 @@ pub(crate) fn keys_of(
 /// Every generic record of `kind` of the caller as `(id, fields)`, oldest first; rows
 /// whose fields are not a JSON object are skipped.
 pub(crate) fn records_of(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     kind: &str,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {

@@ -2,7 +2,7 @@
 //! filled against the seeded books, expired, cancelled), paper balances per exchange key,
 //! the request log and predefined exchange queries.
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::{Market, Side};
@@ -13,6 +13,7 @@ use super::call_context::{Cx, db, iso, sql};
 use super::orders::balances_of;
 use super::orders::{NewOrder, Order, cancel, order_by_id, orders_where, place, save, u};
 use crate::context::{NO_RECORD, refused};
+use crate::store::PaperDb;
 
 /// Predefined `exchange-query/create-query` types.
 const QUERY_TYPES: [&str; 4] = ["balance", "open_orders", "closed_orders", "trades"];
@@ -101,7 +102,7 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .valid
         .integer("order_send_time")
         .map_or(now, |t| u64::try_from(t).unwrap_or(0).max(now));
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     if let Some(problem) = key_problem(&conn, cx.user(), key, exchange).map_err(sql)? {
         return Err(refused("apikey", problem));
     }
@@ -127,7 +128,7 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
     Ok(json!({"orders": out, "count": out.len()}))
 }
 
-fn own_order(cx: &Cx<'_>, conn: &Connection) -> Result<Order, ApiError> {
+fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>) -> Result<Order, ApiError> {
     let id = cx.id("id")?;
     match order_by_id(conn, id).map_err(sql)? {
         Some(o) if o.user_id == cx.user() => Ok(o),
@@ -136,7 +137,7 @@ fn own_order(cx: &Cx<'_>, conn: &Connection) -> Result<Order, ApiError> {
 }
 
 fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let statuses = if open {
         "('pending', 'open')"
     } else {
@@ -163,7 +164,7 @@ fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
 }
 
 fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mut o = own_order(cx, &conn)?;
     o.checks += 1;
     log_request(
@@ -181,7 +182,7 @@ fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn order_cancel(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mut o = own_order(cx, &conn)?;
     if !o.is_live() {
         return Err(refused(
@@ -197,7 +198,7 @@ fn order_cancel(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let only = cx
         .valid
         .text("apikey")
@@ -243,7 +244,7 @@ fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn list_requests(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mut stmt = conn
         .prepare(
             "SELECT id, apikey_id, exchange, request, detail, time_ms FROM paper_requests
@@ -282,7 +283,7 @@ fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .trim()
         .to_ascii_lowercase();
     let (exchange, result) = {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         let Some(f) = key_fields(&conn, cx.user(), key).map_err(sql)? else {
             return Err(refused("apikey", NO_RECORD));
         };
@@ -404,7 +405,7 @@ fn test_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
     };
     let mut stopped = Vec::new();
     {
-        let conn = store.conn();
+        let conn = store.paper();
         log_request(
             &conn,
             cx.user(),
@@ -466,7 +467,7 @@ fn delete_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
     store
         .delete_record("exchange_api_key", cx.user(), id)
         .map_err(db)?;
-    let conn = store.conn();
+    let conn = store.paper();
     // Orders of a deleted key could never be managed again: the exchange cancels them.
     let live = orders_where(
         &conn,

@@ -3,7 +3,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use serde_json::{Value, json};
 use trading_model::ApiError;
 use trading_model::strategy_profile::Profile;
@@ -11,6 +11,7 @@ use trading_model::strategy_profile::Profile;
 use super::call_context::{Cx, paged, sql};
 use super::strategies::{TxQuery, describe, profiles_of, row_of, transactions};
 use crate::context::{NO_RECORD, ms, refused};
+use crate::store::PaperDb;
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     match path {
@@ -147,7 +148,7 @@ pub(super) fn spreadsheet(rows: &[Vec<String>], sheet: &str) -> String {
 
 fn export_rows(
     cx: &Cx<'_>,
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     system: &str,
     symbol: &str,
     limit: usize,
@@ -224,7 +225,7 @@ fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
         return Err(refused("limit", "limit is at least 1."));
     }
     let limit = usize::try_from(u64::try_from(limit).unwrap_or(1).min(cap)).unwrap_or(usize::MAX);
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let rows = export_rows(cx, &conn, &system, &symbol, limit)?;
     let (content, ext) = if kind == ".xls" {
         (spreadsheet(&rows, &system), "xls")
@@ -264,7 +265,7 @@ struct Export {
     expires: u64,
 }
 
-fn exports(conn: &Connection, user: i64, id: Option<i64>) -> rusqlite::Result<Vec<Export>> {
+fn exports(conn: &PaperDb<'_>, user: i64, id: Option<i64>) -> rusqlite::Result<Vec<Export>> {
     let mut stmt = conn.prepare(
         "SELECT id, system, type, symbol, rows, filename, content, created_ms, ready_ms, expires_ms
          FROM paper_exports WHERE user_id = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY id DESC",
@@ -298,7 +299,7 @@ fn status(e: &Export, now: u64) -> &'static str {
 }
 
 fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let rows = exports(&conn, cx.user(), None).map_err(sql)?;
     let now = cx.now();
     Ok(paged(
@@ -318,7 +319,7 @@ fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let id = cx.id("id")?;
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let Some(e) = exports(&conn, cx.user(), Some(id))
         .map_err(sql)?
         .into_iter()

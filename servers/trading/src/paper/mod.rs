@@ -33,7 +33,7 @@ static TICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// second; when nothing is due it costs one indexed query.
 pub(crate) fn tick(store: &Store, market: &trading_model::market::Market, now_ms: u64) {
     let _guard = TICK.lock().unwrap_or_else(|p| p.into_inner());
-    let due = store.conn().query_row(
+    let due = store.paper().query_row(
         "SELECT MIN(t) FROM (
              SELECT MIN(due_ms) AS t FROM paper_orders WHERE status IN ('pending', 'open')
              UNION ALL
@@ -58,7 +58,7 @@ pub(crate) fn running_strategies(
     store: &Store,
     user_id: i64,
 ) -> Result<u64, crate::store::StoreError> {
-    let n: i64 = store.conn().query_row(
+    let n: i64 = store.paper().query_row(
         "SELECT COUNT(*) FROM paper_strategies WHERE user_id = ?1 AND state = 'running'",
         [user_id],
         |r| r.get(0),

@@ -2,7 +2,7 @@
 //! simulated books at its time, filling resting limit orders, placing and cancelling, and
 //! the worker that runs what is due.
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::market::{Market, Side};
 use trading_model::orders::{Fill, summarize, take};
@@ -10,7 +10,7 @@ use trading_model::orders::{Fill, summarize, take};
 use super::balances::{add_balance, balance, ensure_balances, key_problem, log_request};
 use super::call_context::{iso, num};
 use crate::context::ms;
-use crate::store::Store;
+use crate::store::{PaperDb, Store};
 
 /// Most book snapshots a resting order is checked against per tick (one per second; a
 /// longer gap is sampled evenly so a jump of days stays cheap).
@@ -102,7 +102,7 @@ pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
 }
 
 pub(crate) fn orders_where(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     cond: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> rusqlite::Result<Vec<Order>> {
@@ -111,11 +111,11 @@ pub(crate) fn orders_where(
     rows.collect()
 }
 
-pub(crate) fn order_by_id(conn: &Connection, id: i64) -> rusqlite::Result<Option<Order>> {
+pub(crate) fn order_by_id(conn: &PaperDb<'_>, id: i64) -> rusqlite::Result<Option<Order>> {
     Ok(orders_where(conn, "id = ?1", &[&id])?.into_iter().next())
 }
 
-pub(crate) fn save(conn: &Connection, o: &Order) -> rusqlite::Result<()> {
+pub(crate) fn save(conn: &PaperDb<'_>, o: &Order) -> rusqlite::Result<()> {
     conn.execute(
         "UPDATE paper_orders SET status = ?2, due_ms = ?3, done_ms = ?4, filled = ?5, cost = ?6,
              fee = ?7, trades = ?8, flagged = ?9, checks = ?10 WHERE id = ?1",
@@ -191,7 +191,7 @@ impl Order {
 
 /// Applies `fills` at time `t` to the order and the key's balances.
 fn apply_fills(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     o: &mut Order,
     fills: &[Fill],
@@ -238,7 +238,7 @@ fn apply_fills(
 /// Sends a pending order at its send time `t`: the key is re-checked, balances must cover
 /// it, a market order takes what the book holds (the rest is cancelled, as
 /// immediate-or-cancel), a limit order takes what crosses and rests.
-fn send(conn: &Connection, market: &Market, o: &mut Order, t: u64) -> rusqlite::Result<()> {
+fn send(conn: &PaperDb<'_>, market: &Market, o: &mut Order, t: u64) -> rusqlite::Result<()> {
     let problem = key_problem(conn, o.user_id, o.apikey_id, &o.exchange)?;
     let book = market.book(&o.code, t);
     let (Some(book), Some(sym)) = (book, market.symbol(&o.code)) else {
@@ -303,7 +303,12 @@ fn send(conn: &Connection, market: &Market, o: &mut Order, t: u64) -> rusqlite::
 }
 
 /// Checks a resting limit order against every book snapshot from its due time to `now`.
-fn check_open(conn: &Connection, market: &Market, o: &mut Order, now: u64) -> rusqlite::Result<()> {
+fn check_open(
+    conn: &PaperDb<'_>,
+    market: &Market,
+    o: &mut Order,
+    now: u64,
+) -> rusqlite::Result<()> {
     let gap = now.saturating_sub(o.due_ms);
     let step = (gap / MAX_STEPS).max(1000);
     let mut t = o.due_ms;
@@ -325,7 +330,7 @@ fn check_open(conn: &Connection, market: &Market, o: &mut Order, now: u64) -> ru
 
 /// Sends due pending orders and checks due open ones, oldest first.
 pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Result<()> {
-    let conn = store.conn();
+    let conn = store.paper();
     let due = orders_where(
         &conn,
         "status IN ('pending', 'open') AND due_ms <= ?1 ORDER BY due_ms, id",
@@ -362,7 +367,7 @@ pub(crate) struct NewOrder<'a> {
 
 /// Records an order and sends it at once when its send time has come.
 pub(crate) fn place(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     n: &NewOrder<'_>,
     now: u64,
@@ -415,7 +420,7 @@ pub(crate) fn place(
 }
 
 /// Cancels a live order at `t` (logged as a request to its exchange).
-pub(crate) fn cancel(conn: &Connection, o: &mut Order, t: u64) -> rusqlite::Result<()> {
+pub(crate) fn cancel(conn: &PaperDb<'_>, o: &mut Order, t: u64) -> rusqlite::Result<()> {
     log_request(
         conn,
         o.user_id,
@@ -432,7 +437,7 @@ pub(crate) fn cancel(conn: &Connection, o: &mut Order, t: u64) -> rusqlite::Resu
 }
 
 pub(crate) fn balances_of(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     key: i64,
     exchange: &str,

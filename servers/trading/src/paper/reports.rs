@@ -68,7 +68,7 @@ fn usd(market: &Market, code: &str, amount: f64, now: u64) -> f64 {
 }
 
 fn account_pnl(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let orders = orders_where(&conn, "user_id = ?1 ORDER BY id", &[&cx.user()]).map_err(sql)?;
     let market = &cx.env.market;
     let now = cx.now();
@@ -117,7 +117,7 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .unwrap_or("")
         .trim()
         .to_owned();
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     // `0` names the primary account itself; sub-accounts hold no exchange keys in this
     // sandbox, so they have paid no commissions.
     let orders = if sub == "0" {
@@ -164,7 +164,7 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn recent(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let orders = orders_where(&conn, "user_id = ?1 ORDER BY id", &[&cx.user()]).map_err(sql)?;
     let rows: Vec<Value> = fills(&orders)
         .into_iter()
@@ -182,7 +182,7 @@ fn recent(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let market = &cx.env.market;
     let now = cx.now();
     let mut rows = Vec::new();
@@ -216,7 +216,7 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn import_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let orders = orders_where(
         &conn,
         "user_id = ?1 AND strategy_id IS NULL ORDER BY id DESC",
@@ -229,7 +229,7 @@ fn import_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn import_settings(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mut out = Vec::new();
     for (id, f) in keys_of(&conn, cx.user()).map_err(sql)? {
         let n: i64 = conn

@@ -21,6 +21,7 @@ mod sessions;
 pub use accounts::{KeyRecord, NewKey, User};
 pub use database::{Store, StoreError};
 pub(crate) use marketplace::{Iteration, Signal};
+pub use paper::PaperDb;
 pub use records::Record;
 pub use sessions::{Referral, Session};
 pub use trading_model::plans::Plan;

@@ -1,5 +1,13 @@
-//! Tables of paper trading: orders, strategies, their transactions, exchange requests,
-//! balances and exports.
+//! Paper trading's repository: the tables of orders, strategies, their transactions,
+//! exchange requests, balances and exports, and [`PaperDb`], the handle paper trading
+//! runs its statements through. A handle holds the database for one unit of work (an
+//! order's fill and the balances it moves change together).
+
+use std::sync::MutexGuard;
+
+use rusqlite::Connection;
+
+use super::database::Store;
 
 /// Tables this module keeps (run at every start; idempotent). Ids start above 1000 like
 /// the records' (several id parameters have a minimum length of 2).
@@ -90,3 +98,24 @@ INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_requests', 1000
 INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_exports', 1000
     WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'paper_exports');
 ";
+
+/// Paper trading's access to the database for one unit of work.
+pub struct PaperDb<'a> {
+    conn: MutexGuard<'a, Connection>,
+}
+
+impl Store {
+    /// A handle for paper trading's statements; the database is held until it is dropped.
+    pub fn paper(&self) -> PaperDb<'_> {
+        PaperDb { conn: self.conn() }
+    }
+}
+
+// While paper trading's statements move into this repository, the handle still reaches
+// the connection.
+impl std::ops::Deref for PaperDb<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}

@@ -1,7 +1,7 @@
 //! Starting and stopping strategies through the state machine of
 //! `trading_model::strategy`, and applying its effects to the store.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::{Market, Side};
@@ -14,10 +14,11 @@ use crate::context::{ms, refused};
 use crate::paper::balances::{key_problem, log_request};
 use crate::paper::call_context::{Cx, num, sql};
 use crate::paper::orders::{Order, cancel, orders_where};
+use crate::store::PaperDb;
 
 /// Applies the state machine's effects; returns the number of transactions deleted.
 pub(crate) fn apply_effects(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     id: i64,
     user: i64,
     effects: &[Effect],
@@ -68,7 +69,7 @@ pub(crate) fn apply_effects(
     Ok(removed)
 }
 
-pub(crate) fn live_orders(conn: &Connection, strategy: i64) -> rusqlite::Result<Vec<Order>> {
+pub(crate) fn live_orders(conn: &PaperDb<'_>, strategy: i64) -> rusqlite::Result<Vec<Order>> {
     orders_where(
         conn,
         "strategy_id = ?1 AND status IN ('pending', 'open') ORDER BY id",
@@ -86,7 +87,7 @@ pub(crate) fn plan_num(plan: &Value, path: &[&str]) -> Option<f64> {
 
 /// Plan limits a strategy must meet to start (`None`: fine).
 fn start_refusal(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     user: i64,
     id: i64,
@@ -196,7 +197,7 @@ fn start_refusal(
 pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let (id, p, mut row) = own_profile(cx, "id")?;
     let plan = cx.plan();
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let market = &cx.env.market;
     if row.state != State::Running {
         if let Some((param, msg)) =
@@ -278,12 +279,12 @@ pub(crate) fn apply_stop(
     effects: &[Effect],
     note: &str,
 ) -> rusqlite::Result<()> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     stop_locked(&conn, cx.user(), id, effects, note, cx.now())
 }
 
 pub(crate) fn stop_locked(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
     id: i64,
     effects: &[Effect],
@@ -316,7 +317,7 @@ pub(crate) fn stop_locked(
     Ok(())
 }
 
-fn strategy_overview(conn: &Connection, id: i64) -> rusqlite::Result<Value> {
+fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> rusqlite::Result<Value> {
     let orders = orders_where(conn, "strategy_id = ?1", &[&id])?;
     let tx: i64 = conn.query_row(
         "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
@@ -348,7 +349,7 @@ pub(crate) fn stop(cx: &Cx<'_>, event: Event) -> Result<Value, ApiError> {
         );
     }
     let flagged = {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         live_orders(&conn, id).map_err(sql)?.len()
     };
     let note = match event {
@@ -376,7 +377,7 @@ pub(crate) fn stop(cx: &Cx<'_>, event: Event) -> Result<Value, ApiError> {
 pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let force = cx.valid.boolean("force").unwrap_or(false);
     let running = {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         rows_where(
             &conn,
             "user_id = ?1 AND state = 'running' ORDER BY id",
@@ -403,7 +404,7 @@ pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
 pub(crate) fn hard_reset(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let (id, _, row) = own_profile(cx, "id")?;
     let (_, effects) = transition(row.state, Event::HardReset).map_err(|r| refusal("id", r))?;
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let removed = apply_effects(&conn, id, cx.user(), &effects, cx.now()).map_err(sql)?;
     Ok(json!({"id": id, "state": "stopped", "transactions_deleted": removed, "slice": 0}))
 }

@@ -1,7 +1,7 @@
 //! What strategies report: lists, transactions, overview, debug data, the algorithms,
 //! options and books.
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::Market;
@@ -14,9 +14,10 @@ use super::rows::{Row, profiles_of, row_of, u};
 use crate::context::{ms, refused};
 use crate::paper::call_context::{Cx, num, paged, sql, text};
 use crate::paper::orders::{Order, orders_where};
+use crate::store::PaperDb;
 
 pub(crate) fn describe(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     id: i64,
     p: &Map<String, Value>,
     r: &Row,
@@ -49,7 +50,7 @@ pub(crate) fn describe(
 }
 
 pub(crate) fn list_strategies(cx: &Cx<'_>, running_only: bool) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mut out = Vec::new();
     for (id, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
         let r = row_of(&conn, cx.user(), id).map_err(sql)?;
@@ -211,7 +212,7 @@ pub(crate) struct TxQuery<'a> {
 /// One page of a user's transactions, newest first, rendered, with the strategy each
 /// belongs to, and the total matching.
 pub(crate) fn transactions(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     user: i64,
     q: &TxQuery<'_>,
@@ -270,7 +271,7 @@ pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
         limit: 10,
         pagenumber: 1,
     });
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let q = TxQuery {
         strategy: Some(id),
         code: None,
@@ -289,7 +290,7 @@ pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let profiles = profiles_of(&conn, cx.user()).map_err(sql)?;
     let mut active = 0;
     for (id, _) in &profiles {
@@ -323,7 +324,7 @@ pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn debug(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mut out = Vec::new();
     for (id, _) in profiles_of(&conn, cx.user()).map_err(sql)? {
         let r = row_of(&conn, cx.user(), id).map_err(sql)?;
@@ -385,7 +386,7 @@ pub(crate) fn books(cx: &Cx<'_>) -> Result<Value, ApiError> {
         }
         codes.push(c);
     } else {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         for (_, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
             for c in Profile::new(&p)
                 .list("executable_codes")

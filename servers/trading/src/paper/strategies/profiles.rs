@@ -1,7 +1,6 @@
 //! Strategy profiles: checking a profile against the algorithm, the market and the
 //! plan, and the endpoints that edit, duplicate or delete one.
 
-use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 use trading_model::market::Market;
 use trading_model::strategy::{Event, Refusal, State, transition};
@@ -15,11 +14,12 @@ use super::rows::own_profile;
 use super::rows::{Row, profiles_of, row_of, save_row};
 use crate::context::{NO_RECORD, refused};
 use crate::paper::call_context::{Cx, db, sql};
+use crate::store::PaperDb;
 
 /// Checks a (merged) profile (`trading_model::strategy_profile::check`) against the
 /// caller's exchange keys and plan.
 fn check_profile(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     user: i64,
     p: &Map<String, Value>,
@@ -78,7 +78,7 @@ pub(crate) fn edit_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
         p.insert(k.clone(), v.clone());
     }
     {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         check_profile(&conn, &cx.env.market, cx.user(), &p, &cx.plan())?;
     }
     let rec = cx
@@ -93,7 +93,7 @@ pub(crate) fn delete_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let (id, _, row) = own_profile(cx, "id")?;
     let (_, effects) = transition(row.state, Event::DeleteProfile).map_err(|r| refusal("id", r))?;
     let removed = {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         apply_effects(&conn, id, cx.user(), &effects, cx.now()).map_err(sql)?
     };
     cx.store()
@@ -139,7 +139,7 @@ pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
                 .map_err(|_| refused("ids", NO_RECORD))
         })
         .collect::<Result<_, _>>()?;
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let mine: Vec<i64> = profiles_of(&conn, cx.user())
         .map_err(sql)?
         .into_iter()
@@ -202,7 +202,7 @@ pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
     }
     p.insert(component.clone(), json!(list));
     {
-        let conn = cx.store().conn();
+        let conn = cx.store().paper();
         check_profile(&conn, &cx.env.market, cx.user(), &p, &cx.plan())?;
     }
     let mut changes = Map::new();

@@ -1,7 +1,7 @@
 //! The strategy rows (one per profile) and the profiles' stored fields, read and
 //! written in SQLite.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value};
 use trading_model::strategy::State;
 
@@ -10,7 +10,7 @@ use trading_model::strategy_profile::Profile;
 
 use crate::context::{NO_RECORD, ms, refused};
 use crate::paper::call_context::{Cx, sql};
-use crate::store::Store;
+use crate::store::{PaperDb, Store};
 
 /// The strategy row of a profile.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ const ROW_COLS: &str =
     "id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note";
 
 pub(crate) fn rows_where(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     cond: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> rusqlite::Result<Vec<Row>> {
@@ -59,7 +59,7 @@ pub(crate) fn rows_where(
     rows.collect()
 }
 
-pub(crate) fn save_row(conn: &Connection, r: &Row) -> rusqlite::Result<()> {
+pub(crate) fn save_row(conn: &PaperDb<'_>, r: &Row) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO paper_strategies (id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -81,7 +81,7 @@ pub(crate) fn save_row(conn: &Connection, r: &Row) -> rusqlite::Result<()> {
 }
 
 /// The row of profile `id` (a fresh stopped one when it never ran).
-pub(crate) fn row_of(conn: &Connection, user: i64, id: i64) -> rusqlite::Result<Row> {
+pub(crate) fn row_of(conn: &PaperDb<'_>, user: i64, id: i64) -> rusqlite::Result<Row> {
     Ok(rows_where(conn, "id = ?1 AND user_id = ?2", &[&id, &user])?
         .into_iter()
         .next()
@@ -99,7 +99,7 @@ pub(crate) fn row_of(conn: &Connection, user: i64, id: i64) -> rusqlite::Result<
 }
 
 pub(crate) fn profile(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
     id: i64,
 ) -> rusqlite::Result<Option<(Map<String, Value>, u64)>> {
@@ -117,7 +117,7 @@ pub(crate) fn profile(
 }
 
 pub(crate) fn profiles_of(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
     crate::paper::balances::records_of(conn, "strategy_profile", user)
@@ -125,7 +125,7 @@ pub(crate) fn profiles_of(
 
 /// Running strategies of `user` whose executables use exchange key `key`.
 pub(crate) fn running_using_key(store: &Store, user: i64, key: i64) -> rusqlite::Result<Vec<i64>> {
-    let conn = store.conn();
+    let conn = store.paper();
     let running = rows_where(&conn, "user_id = ?1 AND state = 'running'", &[&user])?;
     let mut out = Vec::new();
     for r in running {
@@ -143,7 +143,7 @@ pub(crate) fn own_profile(
     param: &str,
 ) -> Result<(i64, Map<String, Value>, Row), ApiError> {
     let id = cx.id(param)?;
-    let conn = cx.store().conn();
+    let conn = cx.store().paper();
     let Some((p, _)) = profile(&conn, cx.user(), id).map_err(sql)? else {
         return Err(refused(param, NO_RECORD));
     };

@@ -1,7 +1,7 @@
 //! The strategy worker: runs the due slices of running strategies as paper orders on
 //! the injected clock.
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::market::Market;
 use trading_model::strategy::{
@@ -14,7 +14,7 @@ use super::rows::{Row, profile, row_of, rows_where, save_row};
 use crate::context::ms;
 use crate::paper::call_context::{iso, text};
 use crate::paper::orders::{NewOrder, place};
-use crate::store::Store;
+use crate::store::{PaperDb, Store};
 
 /// Slices one tick runs per strategy at most (a clock jump of days is caught up over
 /// several ticks instead of stalling one request).
@@ -23,7 +23,7 @@ const MAX_SLICES_PER_TICK: u64 = 2_000;
 /// Runs every due slice of every running strategy, each at its own scheduled time.
 pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Result<()> {
     let due = rows_where(
-        &store.conn(),
+        &store.paper(),
         "state = 'running' AND next_due_ms <= ?1 ORDER BY next_due_ms, id",
         &[&ms(now)],
     )?;
@@ -34,7 +34,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
         };
         let duration_ms = plan_num(&plan, &["strategies", "maximum", "duration"])
             .map_or(u64::MAX, |d| (d * 1000.0) as u64);
-        let conn = store.conn();
+        let conn = store.paper();
         let Some((p, _)) = profile(&conn, r.user_id, r.id)? else {
             conn.execute("DELETE FROM paper_strategies WHERE id = ?1", [r.id])?;
             continue;
@@ -72,7 +72,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
 /// One slice at time `t`: conditions, then one order per planned order, each with its
 /// transaction record. Returns a note for `data/debug`.
 fn run_slice(
-    conn: &Connection,
+    conn: &PaperDb<'_>,
     market: &Market,
     r: &Row,
     p: &Map<String, Value>,
