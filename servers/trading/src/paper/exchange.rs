@@ -8,12 +8,12 @@ use trading_model::ApiError;
 use trading_model::market::{Market, Side};
 use trading_model::strategy::{Event, State, transition};
 
-use super::balances::{key_fields, key_problem, keys_of, log_request};
+use super::balances::key_problem;
 use super::call_context::{Cx, db, iso, sql};
 use super::orders::balances_of;
-use super::orders::{NewOrder, Order, cancel, order_by_id, orders_where, place, save, u};
+use super::orders::{NewOrder, cancel, place};
 use crate::context::{NO_RECORD, refused};
-use crate::store::PaperDb;
+use crate::store::{Order, PaperDb};
 
 /// Predefined `exchange-query/create-query` types.
 const QUERY_TYPES: [&str; 4] = ["balance", "open_orders", "closed_orders", "trades"];
@@ -130,7 +130,7 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>) -> Result<Order, ApiError> {
     let id = cx.id("id")?;
-    match order_by_id(conn, id).map_err(sql)? {
+    match conn.order_by_id(id).map_err(sql)? {
         Some(o) if o.user_id == cx.user() => Ok(o),
         _ => Err(refused("id", NO_RECORD)),
     }
@@ -148,12 +148,12 @@ fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
         .text("apikey")
         .and_then(|s| s.trim().parse::<i64>().ok());
     let code = cx.valid.text("code").map(|c| c.trim().to_ascii_lowercase());
-    let rows = orders_where(
-        &conn,
-        &format!("user_id = ?1 AND status IN {statuses} ORDER BY id DESC"),
-        &[&cx.user()],
-    )
-    .map_err(sql)?;
+    let rows = conn
+        .orders_where(
+            &format!("user_id = ?1 AND status IN {statuses} ORDER BY id DESC"),
+            &[&cx.user()],
+        )
+        .map_err(sql)?;
     Ok(Value::Array(
         rows.iter()
             .filter(|o| key.is_none_or(|k| o.apikey_id == k))
@@ -167,8 +167,7 @@ fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let mut o = own_order(cx, &conn)?;
     o.checks += 1;
-    log_request(
-        &conn,
+    conn.log_request(
         o.user_id,
         o.apikey_id,
         &o.exchange,
@@ -177,7 +176,7 @@ fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
         cx.now(),
     )
     .map_err(sql)?;
-    save(&conn, &o).map_err(sql)?;
+    conn.save(&o).map_err(sql)?;
     Ok(o.to_json(&cx.env.market))
 }
 
@@ -204,7 +203,7 @@ fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .text("apikey")
         .and_then(|s| s.trim().parse::<i64>().ok());
     let mut out = Vec::new();
-    for (id, f) in keys_of(&conn, cx.user()).map_err(sql)? {
+    for (id, f) in conn.keys_of(cx.user()).map_err(sql)? {
         if only.is_some_and(|k| k != id) {
             continue;
         }
@@ -214,8 +213,7 @@ fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
             .unwrap_or("")
             .to_owned();
         let balances = balances_of(&conn, &cx.env.market, id, &exchange).map_err(sql)?;
-        log_request(
-            &conn,
+        conn.log_request(
             cx.user(),
             id,
             &exchange,
@@ -263,7 +261,7 @@ fn list_requests(cx: &Cx<'_>) -> Result<Value, ApiError> {
                 "request": r.get::<_, String>(3)?,
                 "detail": serde_json::from_str::<Value>(&detail).unwrap_or(Value::Null),
                 "time_ms": t,
-                "datetime": iso(u(t)),
+                "datetime": iso(u64::try_from(t).unwrap_or(0)),
             }))
         })
         .map_err(sql)?
@@ -284,7 +282,7 @@ fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .to_ascii_lowercase();
     let (exchange, result) = {
         let conn = cx.store().paper();
-        let Some(f) = key_fields(&conn, cx.user(), key).map_err(sql)? else {
+        let Some(f) = conn.key_fields(cx.user(), key).map_err(sql)? else {
             return Err(refused("apikey", NO_RECORD));
         };
         let exchange = f
@@ -303,14 +301,16 @@ fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
         let result = match kind.as_str() {
             "balance" => balances_of(&conn, market, key, &exchange).map_err(sql)?,
             "trades" => {
-                let rows =
-                    orders_where(&conn, "apikey_id = ?1 ORDER BY id DESC", &[&key]).map_err(sql)?;
+                let rows = conn
+                    .orders_where("apikey_id = ?1 ORDER BY id DESC", &[&key])
+                    .map_err(sql)?;
                 Value::Array(rows.iter().flat_map(|o| o.trades.clone()).collect())
             }
             k => {
                 let open = k == "open_orders";
-                let rows =
-                    orders_where(&conn, "apikey_id = ?1 ORDER BY id DESC", &[&key]).map_err(sql)?;
+                let rows = conn
+                    .orders_where("apikey_id = ?1 ORDER BY id DESC", &[&key])
+                    .map_err(sql)?;
                 Value::Array(
                     rows.iter()
                         .filter(|o| o.is_live() == open)
@@ -319,8 +319,7 @@ fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
                 )
             }
         };
-        log_request(
-            &conn,
+        conn.log_request(
             cx.user(),
             key,
             &exchange,
@@ -406,8 +405,7 @@ fn test_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let mut stopped = Vec::new();
     {
         let conn = store.paper();
-        log_request(
-            &conn,
+        conn.log_request(
             cx.user(),
             id,
             &exchange,
@@ -469,12 +467,9 @@ fn delete_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .map_err(db)?;
     let conn = store.paper();
     // Orders of a deleted key could never be managed again: the exchange cancels them.
-    let live = orders_where(
-        &conn,
-        "apikey_id = ?1 AND status IN ('pending', 'open')",
-        &[&id],
-    )
-    .map_err(sql)?;
+    let live = conn
+        .orders_where("apikey_id = ?1 AND status IN ('pending', 'open')", &[&id])
+        .map_err(sql)?;
     let cancelled = live.len();
     for mut o in live {
         cancel(&conn, &mut o, cx.now()).map_err(sql)?;

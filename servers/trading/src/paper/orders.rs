@@ -7,133 +7,14 @@ use serde_json::{Map, Value, json};
 use trading_model::market::{Market, Side};
 use trading_model::orders::{Fill, summarize, take};
 
-use super::balances::{add_balance, balance, ensure_balances, key_problem, log_request};
+use super::balances::{ensure_balances, key_problem};
 use super::call_context::{iso, num};
 use crate::context::ms;
-use crate::store::{PaperDb, Store};
+use crate::store::{Order, PaperDb, Store};
 
 /// Most book snapshots a resting order is checked against per tick (one per second; a
 /// longer gap is sampled evenly so a jump of days stays cheap).
 const MAX_STEPS: u64 = 3_600;
-
-/// A paper order.
-#[derive(Debug, Clone)]
-pub(crate) struct Order {
-    pub id: i64,
-    pub user_id: i64,
-    pub apikey_id: i64,
-    pub exchange: String,
-    pub code: String,
-    pub kind: String,
-    pub side: Side,
-    pub amount: f64,
-    pub price: Option<f64>,
-    pub status: String,
-    pub created_ms: u64,
-    pub send_ms: u64,
-    /// 0: never expires.
-    pub expire_ms: u64,
-    /// Next time the engine looks at it (send time while pending, next second while open).
-    pub due_ms: u64,
-    /// When it reached a final status (0 while pending or open).
-    pub done_ms: u64,
-    pub filled: f64,
-    pub cost: f64,
-    pub fee: f64,
-    pub trades: Vec<Value>,
-    pub strategy_id: Option<i64>,
-    /// Left open by a force stop; a later start re-checks it.
-    pub flagged: bool,
-    pub checks: i64,
-    pub client_id: String,
-}
-
-const COLS: &str = "id, user_id, apikey_id, exchange, code, type, side, amount, price, status, \
-    created_ms, send_ms, expire_ms, due_ms, done_ms, filled, cost, fee, trades, strategy_id, \
-    flagged, checks, client_id";
-
-/// Number of order columns [`from_row`] reads.
-pub(crate) const COLUMNS: usize = 23;
-
-/// The order columns with a table prefix, for joins.
-pub(crate) fn prefixed_cols(prefix: &str) -> String {
-    COLS.split(", ")
-        .map(|c| format!("{prefix}{}", c.trim()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-pub(crate) fn u(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
-    let trades: String = r.get(18)?;
-    let side: String = r.get(6)?;
-    Ok(Order {
-        id: r.get(0)?,
-        user_id: r.get(1)?,
-        apikey_id: r.get(2)?,
-        exchange: r.get(3)?,
-        code: r.get(4)?,
-        kind: r.get(5)?,
-        side: if side == "sell" {
-            Side::Sell
-        } else {
-            Side::Buy
-        },
-        amount: r.get(7)?,
-        price: r.get(8)?,
-        status: r.get(9)?,
-        created_ms: u(r.get(10)?),
-        send_ms: u(r.get(11)?),
-        expire_ms: u(r.get(12)?),
-        due_ms: u(r.get(13)?),
-        done_ms: u(r.get(14)?),
-        filled: r.get(15)?,
-        cost: r.get(16)?,
-        fee: r.get(17)?,
-        trades: serde_json::from_str(&trades).unwrap_or_default(),
-        strategy_id: r.get(19)?,
-        flagged: r.get::<_, i64>(20)? != 0,
-        checks: r.get(21)?,
-        client_id: r.get(22)?,
-    })
-}
-
-pub(crate) fn orders_where(
-    conn: &PaperDb<'_>,
-    cond: &str,
-    args: &[&dyn rusqlite::ToSql],
-) -> rusqlite::Result<Vec<Order>> {
-    let mut stmt = conn.prepare(&format!("SELECT {COLS} FROM paper_orders WHERE {cond}"))?;
-    let rows = stmt.query_map(args, from_row)?;
-    rows.collect()
-}
-
-pub(crate) fn order_by_id(conn: &PaperDb<'_>, id: i64) -> rusqlite::Result<Option<Order>> {
-    Ok(orders_where(conn, "id = ?1", &[&id])?.into_iter().next())
-}
-
-pub(crate) fn save(conn: &PaperDb<'_>, o: &Order) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE paper_orders SET status = ?2, due_ms = ?3, done_ms = ?4, filled = ?5, cost = ?6,
-             fee = ?7, trades = ?8, flagged = ?9, checks = ?10 WHERE id = ?1",
-        params![
-            o.id,
-            o.status,
-            ms(o.due_ms),
-            ms(o.done_ms),
-            o.filled,
-            o.cost,
-            o.fee,
-            Value::Array(o.trades.clone()).to_string(),
-            i64::from(o.flagged),
-            o.checks
-        ],
-    )?;
-    Ok(())
-}
 
 impl Order {
     /// The ccxt unified order (what `c_payload` holds).
@@ -225,8 +106,8 @@ fn apply_fills(
             Side::Buy => (f.qty, -cost - fee),
             Side::Sell => (-f.qty, cost - fee),
         };
-        add_balance(conn, o.apikey_id, sym.base, base)?;
-        add_balance(conn, o.apikey_id, sym.quote, quote)?;
+        conn.add_balance(o.apikey_id, sym.base, base)?;
+        conn.add_balance(o.apikey_id, sym.quote, quote)?;
     }
     if o.amount - o.filled <= trading_model::orders::DUST {
         o.status = "closed".into();
@@ -246,9 +127,7 @@ fn send(conn: &PaperDb<'_>, market: &Market, o: &mut Order, t: u64) -> rusqlite:
         o.done_ms = t;
         return Ok(());
     };
-    log_request(
-        conn,
-        o.user_id,
+    conn.log_request(o.user_id,
         o.apikey_id,
         &o.exchange,
         "createOrder",
@@ -259,8 +138,7 @@ fn send(conn: &PaperDb<'_>, market: &Market, o: &mut Order, t: u64) -> rusqlite:
     if let Some(reason) = problem {
         o.status = "rejected".into();
         o.done_ms = t;
-        log_request(
-            conn,
+        conn.log_request(
             o.user_id,
             o.apikey_id,
             &o.exchange,
@@ -280,9 +158,9 @@ fn send(conn: &PaperDb<'_>, market: &Market, o: &mut Order, t: u64) -> rusqlite:
                 Some(p) if o.kind == "limit" => p * o.amount,
                 _ => s.cost,
             } * (1.0 + sym.exchange_info().fee);
-            balance(conn, o.apikey_id, sym.quote)? + 1e-9 >= need
+            conn.balance(o.apikey_id, sym.quote)? + 1e-9 >= need
         }
-        Side::Sell => balance(conn, o.apikey_id, sym.base)? + 1e-9 >= o.amount,
+        Side::Sell => conn.balance(o.apikey_id, sym.base)? + 1e-9 >= o.amount,
     };
     if !affordable {
         o.status = "rejected".into();
@@ -331,8 +209,7 @@ fn check_open(
 /// Sends due pending orders and checks due open ones, oldest first.
 pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Result<()> {
     let conn = store.paper();
-    let due = orders_where(
-        &conn,
+    let due = conn.orders_where(
         "status IN ('pending', 'open') AND due_ms <= ?1 ORDER BY due_ms, id",
         &[&ms(now)],
     )?;
@@ -344,7 +221,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
         if o.status == "open" {
             check_open(&conn, market, &mut o, now)?;
         }
-        save(&conn, &o)?;
+        conn.save(&o)?;
     }
     Ok(())
 }
@@ -400,7 +277,9 @@ pub(crate) fn place(
         ],
     )?;
     let id = conn.last_insert_rowid();
-    let mut o = order_by_id(conn, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    let mut o = conn
+        .order_by_id(id)?
+        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     if o.client_id.is_empty() {
         o.client_id = format!("paper{id}");
         conn.execute(
@@ -414,15 +293,14 @@ pub(crate) fn place(
         if o.status == "open" {
             check_open(conn, market, &mut o, now)?;
         }
-        save(conn, &o)?;
+        conn.save(&o)?;
     }
     Ok(o)
 }
 
 /// Cancels a live order at `t` (logged as a request to its exchange).
 pub(crate) fn cancel(conn: &PaperDb<'_>, o: &mut Order, t: u64) -> rusqlite::Result<()> {
-    log_request(
-        conn,
+    conn.log_request(
         o.user_id,
         o.apikey_id,
         &o.exchange,
@@ -433,7 +311,7 @@ pub(crate) fn cancel(conn: &PaperDb<'_>, o: &mut Order, t: u64) -> rusqlite::Res
     o.status = "canceled".into();
     o.done_ms = t;
     o.flagged = false;
-    save(conn, o)
+    conn.save(o)
 }
 
 pub(crate) fn balances_of(
@@ -443,7 +321,7 @@ pub(crate) fn balances_of(
     exchange: &str,
 ) -> rusqlite::Result<Value> {
     ensure_balances(conn, market, key, exchange)?;
-    let open = orders_where(conn, "apikey_id = ?1 AND status = 'open'", &[&key])?;
+    let open = conn.orders_where("apikey_id = ?1 AND status = 'open'", &[&key])?;
     let mut used: std::collections::BTreeMap<String, f64> = Default::default();
     for o in &open {
         let Some(sym) = market.symbol(&o.code) else {

@@ -13,11 +13,10 @@ use trading_model::ApiError;
 use trading_model::market::Market;
 use trading_model::orders::Position;
 
-use super::balances::keys_of;
 use super::call_context::{Cx, iso, num, paged, sql};
-use super::orders::{Order, orders_where};
 use super::strategies::profiles_of;
 use crate::context::{NO_RECORD, refused};
+use crate::store::Order;
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     match path {
@@ -69,7 +68,9 @@ fn usd(market: &Market, code: &str, amount: f64, now: u64) -> f64 {
 
 fn account_pnl(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let orders = orders_where(&conn, "user_id = ?1 ORDER BY id", &[&cx.user()]).map_err(sql)?;
+    let orders = conn
+        .orders_where("user_id = ?1 ORDER BY id", &[&cx.user()])
+        .map_err(sql)?;
     let market = &cx.env.market;
     let now = cx.now();
     let mut symbols = Vec::new();
@@ -121,12 +122,8 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     // `0` names the primary account itself; sub-accounts hold no exchange keys in this
     // sandbox, so they have paid no commissions.
     let orders = if sub == "0" {
-        orders_where(
-            &conn,
-            "user_id = ?1 AND fee > 0 ORDER BY id DESC",
-            &[&cx.user()],
-        )
-        .map_err(sql)?
+        conn.orders_where("user_id = ?1 AND fee > 0 ORDER BY id DESC", &[&cx.user()])
+            .map_err(sql)?
     } else {
         let id: i64 = sub
             .parse()
@@ -165,7 +162,9 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn recent(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let orders = orders_where(&conn, "user_id = ?1 ORDER BY id", &[&cx.user()]).map_err(sql)?;
+    let orders = conn
+        .orders_where("user_id = ?1 ORDER BY id", &[&cx.user()])
+        .map_err(sql)?;
     let rows: Vec<Value> = fills(&orders)
         .into_iter()
         .rev()
@@ -187,7 +186,9 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let now = cx.now();
     let mut rows = Vec::new();
     for (id, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
-        let orders = orders_where(&conn, "strategy_id = ?1 ORDER BY id", &[&id]).map_err(sql)?;
+        let orders = conn
+            .orders_where("strategy_id = ?1 ORDER BY id", &[&id])
+            .map_err(sql)?;
         let (mut realised, mut fees) = (0.0, 0.0);
         for (code, pos) in positions(&orders) {
             realised += usd(market, &code, pos.realised - pos.fees, now);
@@ -217,12 +218,12 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn import_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let orders = orders_where(
-        &conn,
-        "user_id = ?1 AND strategy_id IS NULL ORDER BY id DESC",
-        &[&cx.user()],
-    )
-    .map_err(sql)?;
+    let orders = conn
+        .orders_where(
+            "user_id = ?1 AND strategy_id IS NULL ORDER BY id DESC",
+            &[&cx.user()],
+        )
+        .map_err(sql)?;
     Ok(Value::Array(
         orders.iter().map(|o| o.to_json(&cx.env.market)).collect(),
     ))
@@ -231,7 +232,7 @@ fn import_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
 fn import_settings(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let mut out = Vec::new();
-    for (id, f) in keys_of(&conn, cx.user()).map_err(sql)? {
+    for (id, f) in conn.keys_of(cx.user()).map_err(sql)? {
         let n: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM paper_orders WHERE apikey_id = ?1 AND strategy_id IS NULL",

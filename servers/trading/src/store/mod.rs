@@ -15,6 +15,8 @@ mod database;
 mod marketplace;
 mod nonces;
 mod paper;
+mod paper_balances;
+mod paper_orders;
 mod records;
 mod sessions;
 
@@ -22,6 +24,7 @@ pub use accounts::{KeyRecord, NewKey, User};
 pub use database::{Store, StoreError};
 pub(crate) use marketplace::{Iteration, Signal};
 pub use paper::PaperDb;
+pub use paper_orders::{COLUMNS, Order, from_row, prefixed_cols};
 pub use records::Record;
 pub use sessions::{Referral, Session};
 pub use trading_model::plans::Plan;

@@ -101,7 +101,7 @@ INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_exports', 1000
 
 /// Paper trading's access to the database for one unit of work.
 pub struct PaperDb<'a> {
-    conn: MutexGuard<'a, Connection>,
+    pub(super) conn: MutexGuard<'a, Connection>,
 }
 
 impl Store {

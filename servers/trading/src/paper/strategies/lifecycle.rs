@@ -11,10 +11,10 @@ use trading_model::strategy_profile::{Profile, number_at};
 use super::rows::own_profile;
 use super::rows::{row_of, rows_where, save_row};
 use crate::context::{ms, refused};
-use crate::paper::balances::{key_problem, log_request};
+use crate::paper::balances::key_problem;
 use crate::paper::call_context::{Cx, num, sql};
-use crate::paper::orders::{Order, cancel, orders_where};
-use crate::store::PaperDb;
+use crate::paper::orders::cancel;
+use crate::store::{Order, PaperDb};
 
 /// Applies the state machine's effects; returns the number of transactions deleted.
 pub(crate) fn apply_effects(
@@ -70,8 +70,7 @@ pub(crate) fn apply_effects(
 }
 
 pub(crate) fn live_orders(conn: &PaperDb<'_>, strategy: i64) -> rusqlite::Result<Vec<Order>> {
-    orders_where(
-        conn,
+    conn.orders_where(
         "strategy_id = ?1 AND status IN ('pending', 'open') ORDER BY id",
         &[&strategy],
     )
@@ -237,15 +236,11 @@ pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
     }
     let mut rechecked = Vec::new();
     if effects.contains(&Effect::RecheckOrders) {
-        let flagged = orders_where(
-            &conn,
-            "strategy_id = ?1 AND flagged = 1 ORDER BY id",
-            &[&id],
-        )
-        .map_err(sql)?;
+        let flagged = conn
+            .orders_where("strategy_id = ?1 AND flagged = 1 ORDER BY id", &[&id])
+            .map_err(sql)?;
         for o in flagged {
-            log_request(
-                &conn,
+            conn.log_request(
                 o.user_id,
                 o.apikey_id,
                 &o.exchange,
@@ -318,7 +313,7 @@ pub(crate) fn stop_locked(
 }
 
 fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> rusqlite::Result<Value> {
-    let orders = orders_where(conn, "strategy_id = ?1", &[&id])?;
+    let orders = conn.orders_where("strategy_id = ?1", &[&id])?;
     let tx: i64 = conn.query_row(
         "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
         [id],

@@ -13,8 +13,7 @@ use super::rows::own_profile;
 use super::rows::{Row, profiles_of, row_of, u};
 use crate::context::{ms, refused};
 use crate::paper::call_context::{Cx, num, paged, sql, text};
-use crate::paper::orders::{Order, orders_where};
-use crate::store::PaperDb;
+use crate::store::{Order, PaperDb};
 
 pub(crate) fn describe(
     conn: &PaperDb<'_>,
@@ -225,12 +224,12 @@ pub(crate) fn transactions(
         params![user, q.strategy, q.code, i64::from(q.filled_only)],
         |r| r.get(0),
     )?;
-    let cols = crate::paper::orders::prefixed_cols("o.");
+    let cols = crate::store::prefixed_cols("o.");
     let mut stmt = conn.prepare(&format!(
         "SELECT {cols}, t.id, t.fields, t.created_ms, t.strategy_id {WHERE}
          ORDER BY t.id DESC LIMIT ?5 OFFSET ?6"
     ))?;
-    let n = crate::paper::orders::COLUMNS;
+    let n = crate::store::COLUMNS;
     let rows = stmt
         .query_map(
             params![
@@ -243,7 +242,7 @@ pub(crate) fn transactions(
             ],
             |r| {
                 Ok((
-                    crate::paper::orders::from_row(r)?,
+                    crate::store::from_row(r)?,
                     r.get::<_, i64>(n)?,
                     r.get::<_, String>(n + 1)?,
                     r.get::<_, i64>(n + 2)?,
@@ -305,12 +304,9 @@ pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
             |r| r.get(0),
         )
         .map_err(sql)?;
-    let orders = orders_where(
-        &conn,
-        "user_id = ?1 AND strategy_id IS NOT NULL",
-        &[&cx.user()],
-    )
-    .map_err(sql)?;
+    let orders = conn
+        .orders_where("user_id = ?1 AND strategy_id IS NOT NULL", &[&cx.user()])
+        .map_err(sql)?;
     Ok(json!({
         "active": active,
         "inactive": profiles.len() - active,

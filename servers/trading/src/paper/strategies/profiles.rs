@@ -31,7 +31,7 @@ fn check_profile(
         .unwrap_or_default();
     // Key lookups fail only on a store error; that is kept and answered as such.
     let mut store_error = None;
-    let key = |id: i64| match crate::paper::balances::key_fields(conn, user, id) {
+    let key = |id: i64| match conn.key_fields(user, id) {
         Ok(Some(f)) => KeyLookup::For(
             f.get("exchange")
                 .and_then(Value::as_str)

@@ -120,7 +120,7 @@ pub(crate) fn profiles_of(
     conn: &PaperDb<'_>,
     user: i64,
 ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
-    crate::paper::balances::records_of(conn, "strategy_profile", user)
+    conn.records_of("strategy_profile", user)
 }
 
 /// Running strategies of `user` whose executables use exchange key `key`.

@@ -1,0 +1,91 @@
+//! Paper trading's exchange keys (read from the generic records), each key's paper
+//! balances, and the log of requests sent through a key.
+
+use rusqlite::{OptionalExtension, params};
+use serde_json::{Map, Value};
+
+use super::database::ms;
+use super::paper::PaperDb;
+
+impl PaperDb<'_> {
+    /// Fields of one of `user`'s exchange keys, read with the caller's connection.
+    pub fn key_fields(&self, user: i64, id: i64) -> rusqlite::Result<Option<Map<String, Value>>> {
+        let text: Option<String> = self.conn
+            .query_row(
+                "SELECT fields FROM records WHERE kind = 'exchange_api_key' AND user_id = ?1 AND id = ?2",
+                params![user, id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(text.and_then(|t| match serde_json::from_str(&t) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => None,
+        }))
+    }
+
+    pub fn log_request(
+        &self,
+        user: i64,
+        key: i64,
+        exchange: &str,
+        request: &str,
+        detail: &Value,
+        t: u64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO paper_requests (user_id, apikey_id, exchange, request, detail, time_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![user, key, exchange, request, detail.to_string(), ms(t)],
+        )?;
+        Ok(())
+    }
+
+    pub fn balance(&self, key: i64, asset: &str) -> rusqlite::Result<f64> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT amount FROM paper_balances WHERE apikey_id = ?1 AND asset = ?2",
+                params![key, asset],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0.0))
+    }
+
+    pub fn add_balance(&self, key: i64, asset: &str, delta: f64) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO paper_balances (apikey_id, asset, amount) VALUES (?1, ?2, ?3)
+             ON CONFLICT (apikey_id, asset) DO UPDATE SET amount = amount + ?3",
+            params![key, asset, delta],
+        )?;
+        Ok(())
+    }
+
+    /// Every exchange key of the caller as `(id, fields)`, oldest first.
+    pub fn keys_of(&self, user: i64) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+        self.records_of("exchange_api_key", user)
+    }
+
+    /// Every generic record of `kind` of the caller as `(id, fields)`, oldest first; rows
+    /// whose fields are not a JSON object are skipped.
+    pub fn records_of(
+        &self,
+        kind: &str,
+        user: i64,
+    ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, fields FROM records WHERE kind = ?1 AND user_id = ?2 ORDER BY id",
+        )?;
+        let rows = stmt.query_map(rusqlite::params![kind, user], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, text) = row?;
+            if let Ok(Value::Object(m)) = serde_json::from_str(&text) {
+                out.push((id, m));
+            }
+        }
+        Ok(out)
+    }
+}

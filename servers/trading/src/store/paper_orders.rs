@@ -1,0 +1,132 @@
+//! Paper orders as stored: one row per order in ccxt's unified shape (its trades as a
+//! JSON list), read and saved for paper trading.
+
+use rusqlite::params;
+use serde_json::Value;
+use trading_model::market::Side;
+
+use super::database::ms;
+use super::paper::PaperDb;
+
+/// A paper order.
+#[derive(Debug, Clone)]
+pub struct Order {
+    pub id: i64,
+    pub user_id: i64,
+    pub apikey_id: i64,
+    pub exchange: String,
+    pub code: String,
+    pub kind: String,
+    pub side: Side,
+    pub amount: f64,
+    pub price: Option<f64>,
+    pub status: String,
+    pub created_ms: u64,
+    pub send_ms: u64,
+    /// 0: never expires.
+    pub expire_ms: u64,
+    /// Next time the engine looks at it (send time while pending, next second while open).
+    pub due_ms: u64,
+    /// When it reached a final status (0 while pending or open).
+    pub done_ms: u64,
+    pub filled: f64,
+    pub cost: f64,
+    pub fee: f64,
+    pub trades: Vec<Value>,
+    pub strategy_id: Option<i64>,
+    /// Left open by a force stop; a later start re-checks it.
+    pub flagged: bool,
+    pub checks: i64,
+    pub client_id: String,
+}
+
+pub const COLS: &str = "id, user_id, apikey_id, exchange, code, type, side, amount, price, status, \
+    created_ms, send_ms, expire_ms, due_ms, done_ms, filled, cost, fee, trades, strategy_id, \
+    flagged, checks, client_id";
+
+/// Number of order columns [`from_row`] reads.
+pub const COLUMNS: usize = 23;
+
+/// The order columns with a table prefix, for joins.
+pub fn prefixed_cols(prefix: &str) -> String {
+    COLS.split(", ")
+        .map(|c| format!("{prefix}{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn u(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
+    let trades: String = r.get(18)?;
+    let side: String = r.get(6)?;
+    Ok(Order {
+        id: r.get(0)?,
+        user_id: r.get(1)?,
+        apikey_id: r.get(2)?,
+        exchange: r.get(3)?,
+        code: r.get(4)?,
+        kind: r.get(5)?,
+        side: if side == "sell" {
+            Side::Sell
+        } else {
+            Side::Buy
+        },
+        amount: r.get(7)?,
+        price: r.get(8)?,
+        status: r.get(9)?,
+        created_ms: u(r.get(10)?),
+        send_ms: u(r.get(11)?),
+        expire_ms: u(r.get(12)?),
+        due_ms: u(r.get(13)?),
+        done_ms: u(r.get(14)?),
+        filled: r.get(15)?,
+        cost: r.get(16)?,
+        fee: r.get(17)?,
+        trades: serde_json::from_str(&trades).unwrap_or_default(),
+        strategy_id: r.get(19)?,
+        flagged: r.get::<_, i64>(20)? != 0,
+        checks: r.get(21)?,
+        client_id: r.get(22)?,
+    })
+}
+
+impl PaperDb<'_> {
+    pub fn orders_where(
+        &self,
+        cond: &str,
+        args: &[&dyn rusqlite::ToSql],
+    ) -> rusqlite::Result<Vec<Order>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {COLS} FROM paper_orders WHERE {cond}"))?;
+        let rows = stmt.query_map(args, from_row)?;
+        rows.collect()
+    }
+
+    pub fn order_by_id(&self, id: i64) -> rusqlite::Result<Option<Order>> {
+        Ok(self.orders_where("id = ?1", &[&id])?.into_iter().next())
+    }
+
+    pub fn save(&self, o: &Order) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "UPDATE paper_orders SET status = ?2, due_ms = ?3, done_ms = ?4, filled = ?5, cost = ?6,
+                 fee = ?7, trades = ?8, flagged = ?9, checks = ?10 WHERE id = ?1",
+            params![
+                o.id,
+                o.status,
+                ms(o.due_ms),
+                ms(o.done_ms),
+                o.filled,
+                o.cost,
+                o.fee,
+                Value::Array(o.trades.clone()).to_string(),
+                i64::from(o.flagged),
+                o.checks
+            ],
+        )?;
+        Ok(())
+    }
+}
