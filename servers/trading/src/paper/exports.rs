@@ -9,9 +9,9 @@ use trading_model::ApiError;
 use trading_model::strategy_profile::Profile;
 
 use super::call_context::{Cx, paged, sql};
-use super::strategies::{TxQuery, describe, profiles_of, row_of, transactions};
+use super::strategies::{TxQuery, describe, transactions};
 use crate::context::{NO_RECORD, ms, refused};
-use crate::store::PaperDb;
+use crate::store::{PaperDb, unsigned};
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     match path {
@@ -133,14 +133,14 @@ pub(super) fn spreadsheet(rows: &[Vec<String>], sheet: &str) -> String {
         xml_escape(sheet)
     ));
     for r in rows {
-        out.push_str("   <Row>");
+        out.push_str("   <StrategyRow>");
         for f in r {
             out.push_str(&format!(
                 "<Cell><Data ss:Type=\"String\">{}</Data></Cell>",
                 xml_escape(f)
             ));
         }
-        out.push_str("</Row>\n");
+        out.push_str("</StrategyRow>\n");
     }
     out.push_str("  </Table>\n </Worksheet>\n</Workbook>\n");
     out
@@ -156,12 +156,12 @@ fn export_rows(
     let mut rows = Vec::new();
     if system == "all_strategies" {
         rows.push(STRATEGY_FIELDS.iter().map(|s| (*s).to_owned()).collect());
-        for (id, p) in profiles_of(conn, cx.user()).map_err(sql)?.into_iter().rev() {
+        for (id, p) in conn.profiles_of(cx.user()).map_err(sql)?.into_iter().rev() {
             let codes = Profile::new(&p).list("executable_codes");
             if !codes.iter().any(|c| c.trim().eq_ignore_ascii_case(symbol)) {
                 continue;
             }
-            let r = row_of(conn, cx.user(), id).map_err(sql)?;
+            let r = conn.row_of(cx.user(), id).map_err(sql)?;
             let d = describe(conn, id, &p, &r).map_err(sql)?;
             let cell = |k: &str| match &d[k] {
                 Value::String(s) => s.clone(),
@@ -270,7 +270,7 @@ fn exports(conn: &PaperDb<'_>, user: i64, id: Option<i64>) -> rusqlite::Result<V
         "SELECT id, system, type, symbol, rows, filename, content, created_ms, ready_ms, expires_ms
          FROM paper_exports WHERE user_id = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY id DESC",
     )?;
-    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    let _u = |v: i64| u64::try_from(v).unwrap_or(0);
     let rows = stmt.query_map(params![user, id], |r| {
         Ok(Export {
             id: r.get(0)?,
@@ -280,9 +280,9 @@ fn exports(conn: &PaperDb<'_>, user: i64, id: Option<i64>) -> rusqlite::Result<V
             rows: r.get(4)?,
             filename: r.get(5)?,
             content: r.get(6)?,
-            created: u(r.get(7)?),
-            ready: u(r.get(8)?),
-            expires: u(r.get(9)?),
+            created: unsigned(r.get(7)?),
+            ready: unsigned(r.get(8)?),
+            expires: unsigned(r.get(9)?),
         })
     })?;
     rows.collect()

@@ -14,7 +14,6 @@ use trading_model::market::Market;
 use trading_model::orders::Position;
 
 use super::call_context::{Cx, iso, num, paged, sql};
-use super::strategies::profiles_of;
 use crate::context::{NO_RECORD, refused};
 use crate::store::Order;
 
@@ -185,7 +184,7 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let market = &cx.env.market;
     let now = cx.now();
     let mut rows = Vec::new();
-    for (id, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
+    for (id, p) in conn.profiles_of(cx.user()).map_err(sql)? {
         let orders = conn
             .orders_where("strategy_id = ?1 ORDER BY id", &[&id])
             .map_err(sql)?;

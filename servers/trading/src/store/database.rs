@@ -140,3 +140,9 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// A stored time or count read back as unsigned (negative values, which the store never
+/// writes, read as 0).
+pub fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}

@@ -17,14 +17,16 @@ mod nonces;
 mod paper;
 mod paper_balances;
 mod paper_orders;
+mod paper_strategies;
 mod records;
 mod sessions;
 
 pub use accounts::{KeyRecord, NewKey, User};
-pub use database::{Store, StoreError};
+pub use database::{Store, StoreError, unsigned};
 pub(crate) use marketplace::{Iteration, Signal};
 pub use paper::PaperDb;
 pub use paper_orders::{COLUMNS, Order, from_row, prefixed_cols};
+pub use paper_strategies::StrategyRow;
 pub use records::Record;
 pub use sessions::{Referral, Session};
 pub use trading_model::plans::Plan;

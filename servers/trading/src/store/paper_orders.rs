@@ -5,7 +5,7 @@ use rusqlite::params;
 use serde_json::Value;
 use trading_model::market::Side;
 
-use super::database::ms;
+use super::database::{ms, unsigned};
 use super::paper::PaperDb;
 
 /// A paper order.
@@ -55,10 +55,6 @@ pub fn prefixed_cols(prefix: &str) -> String {
         .join(", ")
 }
 
-pub fn u(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
 pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
     let trades: String = r.get(18)?;
     let side: String = r.get(6)?;
@@ -77,11 +73,11 @@ pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
         amount: r.get(7)?,
         price: r.get(8)?,
         status: r.get(9)?,
-        created_ms: u(r.get(10)?),
-        send_ms: u(r.get(11)?),
-        expire_ms: u(r.get(12)?),
-        due_ms: u(r.get(13)?),
-        done_ms: u(r.get(14)?),
+        created_ms: unsigned(r.get(10)?),
+        send_ms: unsigned(r.get(11)?),
+        expire_ms: unsigned(r.get(12)?),
+        due_ms: unsigned(r.get(13)?),
+        done_ms: unsigned(r.get(14)?),
         filled: r.get(15)?,
         cost: r.get(16)?,
         fee: r.get(17)?,

@@ -9,7 +9,6 @@ use trading_model::strategy::{Effect, Event, Refusal, State, transition};
 use trading_model::strategy_profile::{Profile, number_at};
 
 use super::rows::own_profile;
-use super::rows::{row_of, rows_where, save_row};
 use crate::context::{ms, refused};
 use crate::paper::balances::key_problem;
 use crate::paper::call_context::{Cx, num, sql};
@@ -45,13 +44,13 @@ pub(crate) fn apply_effects(
                 )?;
             }
             Effect::ResetVariables => {
-                let mut r = row_of(conn, user, id)?;
+                let mut r = conn.row_of(user, id)?;
                 r.slice = 0;
                 r.started_ms = 0;
                 r.next_due_ms = 0;
                 r.stopped_ms = 0;
                 r.note = "reset".into();
-                save_row(conn, &r)?;
+                conn.save_row(&r)?;
             }
             Effect::DeleteStrategy => {
                 conn.execute("DELETE FROM paper_strategies WHERE id = ?1", [id])?;
@@ -100,12 +99,12 @@ fn start_refusal(
             "The profile has no algorithm or no executables yet; edit it first.".into(),
         )));
     }
-    let running = rows_where(
-        conn,
-        "user_id = ?1 AND state = 'running' AND id != ?2",
-        &[&user, &id],
-    )?
-    .len();
+    let running = conn
+        .rows_where(
+            "user_id = ?1 AND state = 'running' AND id != ?2",
+            &[&user, &id],
+        )?
+        .len();
     if let Some(max) = plan_num(plan, &["strategies", "maximum", "strategies"]) {
         if running as f64 >= max {
             return Ok(Some((
@@ -261,7 +260,7 @@ pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
     row.started_ms = cx.now();
     row.next_due_ms = cx.now();
     row.note = "started".into();
-    save_row(&conn, &row).map_err(sql)?;
+    conn.save_row(&row).map_err(sql)?;
     Ok(
         json!({"id": id, "state": next.as_str(), "changed": true, "message": "The strategy is running.", "rechecked_orders": rechecked}),
     )
@@ -287,11 +286,11 @@ pub(crate) fn stop_locked(
     now: u64,
 ) -> rusqlite::Result<()> {
     apply_effects(conn, id, user, effects, now)?;
-    let mut row = row_of(conn, user, id)?;
+    let mut row = conn.row_of(user, id)?;
     row.state = State::Stopped;
     row.stopped_ms = now;
     row.note = note.into();
-    save_row(conn, &row)?;
+    conn.save_row(&row)?;
     if effects.contains(&Effect::UpdateOverview) {
         let ov = strategy_overview(conn, id)?;
         let text: Option<String> = conn
@@ -373,8 +372,7 @@ pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let force = cx.valid.boolean("force").unwrap_or(false);
     let running = {
         let conn = cx.store().paper();
-        rows_where(
-            &conn,
+        conn.rows_where(
             "user_id = ?1 AND state = 'running' ORDER BY id",
             &[&cx.user()],
         )

@@ -10,16 +10,16 @@ use trading_model::strategy_profile::Profile;
 
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
-use super::rows::{Row, profiles_of, row_of, u};
+
 use crate::context::{ms, refused};
 use crate::paper::call_context::{Cx, num, paged, sql, text};
-use crate::store::{Order, PaperDb};
+use crate::store::{Order, PaperDb, StrategyRow, unsigned};
 
 pub(crate) fn describe(
     conn: &PaperDb<'_>,
     id: i64,
     p: &Map<String, Value>,
-    r: &Row,
+    r: &StrategyRow,
 ) -> rusqlite::Result<Value> {
     let alg: u32 = Profile::new(p)
         .text("algorithm_id")
@@ -51,8 +51,8 @@ pub(crate) fn describe(
 pub(crate) fn list_strategies(cx: &Cx<'_>, running_only: bool) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let mut out = Vec::new();
-    for (id, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
-        let r = row_of(&conn, cx.user(), id).map_err(sql)?;
+    for (id, p) in conn.profiles_of(cx.user()).map_err(sql)? {
+        let r = conn.row_of(cx.user(), id).map_err(sql)?;
         if running_only && r.state != State::Running {
             continue;
         }
@@ -258,7 +258,10 @@ pub(crate) fn transactions(
                 Ok(Value::Object(m)) => m,
                 _ => Map::new(),
             };
-            (sid, render_tx(id, &fields, u(created), Some(&o), market))
+            (
+                sid,
+                render_tx(id, &fields, unsigned(created), Some(&o), market),
+            )
         })
         .collect();
     Ok((out, u64::try_from(total).unwrap_or(0)))
@@ -290,10 +293,10 @@ pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let profiles = profiles_of(&conn, cx.user()).map_err(sql)?;
+    let profiles = conn.profiles_of(cx.user()).map_err(sql)?;
     let mut active = 0;
     for (id, _) in &profiles {
-        if row_of(&conn, cx.user(), *id).map_err(sql)?.state == State::Running {
+        if conn.row_of(cx.user(), *id).map_err(sql)?.state == State::Running {
             active += 1;
         }
     }
@@ -322,8 +325,8 @@ pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
 pub(crate) fn debug(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let mut out = Vec::new();
-    for (id, _) in profiles_of(&conn, cx.user()).map_err(sql)? {
-        let r = row_of(&conn, cx.user(), id).map_err(sql)?;
+    for (id, _) in conn.profiles_of(cx.user()).map_err(sql)? {
+        let r = conn.row_of(cx.user(), id).map_err(sql)?;
         let live = live_orders(&conn, id).map_err(sql)?;
         out.push(json!({
             "id": id,
@@ -383,7 +386,7 @@ pub(crate) fn books(cx: &Cx<'_>) -> Result<Value, ApiError> {
         codes.push(c);
     } else {
         let conn = cx.store().paper();
-        for (_, p) in profiles_of(&conn, cx.user()).map_err(sql)? {
+        for (_, p) in conn.profiles_of(cx.user()).map_err(sql)? {
             for c in Profile::new(&p)
                 .list("executable_codes")
                 .into_iter()

@@ -10,7 +10,7 @@ mod worker;
 
 pub(super) use lifecycle::apply_stop;
 pub(super) use listing::{TxQuery, describe, transactions};
-pub(super) use rows::{profiles_of, row_of, running_using_key};
+pub(super) use rows::running_using_key;
 pub(super) use worker::run_due;
 
 use serde_json::{Value, json};

@@ -11,10 +11,9 @@ use trading_model::{ApiError, Checked};
 
 use super::lifecycle::{apply_effects, refusal};
 use super::rows::own_profile;
-use super::rows::{Row, profiles_of, row_of, save_row};
 use crate::context::{NO_RECORD, refused};
 use crate::paper::call_context::{Cx, db, sql};
-use crate::store::PaperDb;
+use crate::store::{PaperDb, StrategyRow};
 
 /// Checks a (merged) profile (`trading_model::strategy_profile::check`) against the
 /// caller's exchange keys and plan.
@@ -140,7 +139,8 @@ pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
         })
         .collect::<Result<_, _>>()?;
     let conn = cx.store().paper();
-    let mine: Vec<i64> = profiles_of(&conn, cx.user())
+    let mine: Vec<i64> = conn
+        .profiles_of(cx.user())
         .map_err(sql)?
         .into_iter()
         .map(|(id, _)| id)
@@ -149,10 +149,10 @@ pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
         return Err(refused("ids", format!("Strategy {bad}: {NO_RECORD}")));
     }
     // Named strategies first in the given order, then the others in their old order.
-    let mut rest: Vec<Row> = mine
+    let mut rest: Vec<StrategyRow> = mine
         .iter()
         .filter(|i| !ids.contains(i))
-        .map(|i| row_of(&conn, cx.user(), *i))
+        .map(|i| conn.row_of(cx.user(), *i))
         .collect::<Result<_, _>>()
         .map_err(sql)?;
     rest.sort_by_key(|r| (r.position, r.id));
@@ -162,9 +162,9 @@ pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .chain(rest.iter().map(|r| r.id))
         .collect();
     for (pos, id) in order.iter().enumerate() {
-        let mut r = row_of(&conn, cx.user(), *id).map_err(sql)?;
+        let mut r = conn.row_of(cx.user(), *id).map_err(sql)?;
         r.position = pos as i64 + 1;
-        save_row(&conn, &r).map_err(sql)?;
+        conn.save_row(&r).map_err(sql)?;
     }
     Ok(json!({"order": order.iter().map(|i| i.to_string()).collect::<Vec<_>>()}))
 }

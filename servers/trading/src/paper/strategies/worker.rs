@@ -10,11 +10,10 @@ use trading_model::strategy::{
 use trading_model::strategy_profile::{Profile, number_at};
 
 use super::lifecycle::{plan_num, stop_locked};
-use super::rows::{Row, profile, row_of, rows_where, save_row};
 use crate::context::ms;
 use crate::paper::call_context::{iso, text};
 use crate::paper::orders::{NewOrder, place};
-use crate::store::{PaperDb, Store};
+use crate::store::{PaperDb, Store, StrategyRow};
 
 /// Slices one tick runs per strategy at most (a clock jump of days is caught up over
 /// several ticks instead of stalling one request).
@@ -22,8 +21,7 @@ const MAX_SLICES_PER_TICK: u64 = 2_000;
 
 /// Runs every due slice of every running strategy, each at its own scheduled time.
 pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Result<()> {
-    let due = rows_where(
-        &store.paper(),
+    let due = store.paper().rows_where(
         "state = 'running' AND next_due_ms <= ?1 ORDER BY next_due_ms, id",
         &[&ms(now)],
     )?;
@@ -35,7 +33,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
         let duration_ms = plan_num(&plan, &["strategies", "maximum", "duration"])
             .map_or(u64::MAX, |d| (d * 1000.0) as u64);
         let conn = store.paper();
-        let Some((p, _)) = profile(&conn, r.user_id, r.id)? else {
+        let Some((p, _)) = conn.profile(r.user_id, r.id)? else {
             conn.execute("DELETE FROM paper_strategies WHERE id = ?1", [r.id])?;
             continue;
         };
@@ -54,7 +52,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
                 let (_, fx) = transition(State::Running, Event::DurationElapsed)
                     .unwrap_or((State::Stopped, vec![]));
                 stop_locked(&conn, r.user_id, r.id, &fx, "plan duration elapsed", end)?;
-                r = row_of(&conn, r.user_id, r.id)?;
+                r = conn.row_of(r.user_id, r.id)?;
                 break;
             }
             r.note = run_slice(&conn, market, &r, &p, t, now)?;
@@ -63,7 +61,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
             runs += 1;
         }
         if r.state == State::Running {
-            save_row(&conn, &r)?;
+            conn.save_row(&r)?;
         }
     }
     Ok(())
@@ -74,7 +72,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
 fn run_slice(
     conn: &PaperDb<'_>,
     market: &Market,
-    r: &Row,
+    r: &StrategyRow,
     p: &Map<String, Value>,
     t: u64,
     now: u64,

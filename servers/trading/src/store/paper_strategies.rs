@@ -1,0 +1,116 @@
+//! Strategies as stored: one row per strategy profile (its state, schedule and progress),
+//! and the profiles themselves (generic records of kind `strategy_profile`).
+
+use rusqlite::{OptionalExtension, params};
+use serde_json::{Map, Value};
+use trading_model::strategy::State;
+
+use super::database::{ms, unsigned};
+use super::paper::PaperDb;
+
+/// The strategy row of a profile.
+#[derive(Debug, Clone)]
+pub struct StrategyRow {
+    pub id: i64,
+    pub user_id: i64,
+    pub state: State,
+    pub started_ms: u64,
+    pub next_due_ms: u64,
+    pub slice: u64,
+    pub position: i64,
+    pub stopped_ms: u64,
+    pub note: String,
+}
+
+fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<StrategyRow> {
+    Ok(StrategyRow {
+        id: r.get(0)?,
+        user_id: r.get(1)?,
+        state: State::parse(&r.get::<_, String>(2)?),
+        started_ms: unsigned(r.get(3)?),
+        next_due_ms: unsigned(r.get(4)?),
+        slice: unsigned(r.get(5)?),
+        position: r.get(6)?,
+        stopped_ms: unsigned(r.get(7)?),
+        note: r.get(8)?,
+    })
+}
+
+const ROW_COLS: &str =
+    "id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note";
+
+impl PaperDb<'_> {
+    pub fn rows_where(
+        &self,
+        cond: &str,
+        args: &[&dyn rusqlite::ToSql],
+    ) -> rusqlite::Result<Vec<StrategyRow>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {ROW_COLS} FROM paper_strategies WHERE {cond}"
+        ))?;
+        let rows = stmt.query_map(args, row_from)?;
+        rows.collect()
+    }
+
+    pub fn save_row(&self, r: &StrategyRow) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO paper_strategies (id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (id) DO UPDATE SET state = ?3, started_ms = ?4, next_due_ms = ?5, slice = ?6,
+                 position = ?7, stopped_ms = ?8, note = ?9",
+            params![
+                r.id,
+                r.user_id,
+                r.state.as_str(),
+                ms(r.started_ms),
+                ms(r.next_due_ms),
+                ms(r.slice),
+                r.position,
+                ms(r.stopped_ms),
+                r.note
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The row of profile `id` (a fresh stopped one when it never ran).
+    pub fn row_of(&self, user: i64, id: i64) -> rusqlite::Result<StrategyRow> {
+        Ok(self
+            .rows_where("id = ?1 AND user_id = ?2", &[&id, &user])?
+            .into_iter()
+            .next()
+            .unwrap_or(StrategyRow {
+                id,
+                user_id: user,
+                state: State::Stopped,
+                started_ms: 0,
+                next_due_ms: 0,
+                slice: 0,
+                position: id,
+                stopped_ms: 0,
+                note: String::new(),
+            }))
+    }
+
+    pub fn profile(
+        &self,
+        user: i64,
+        id: i64,
+    ) -> rusqlite::Result<Option<(Map<String, Value>, u64)>> {
+        let row: Option<(String, i64)> = self.conn
+            .query_row(
+                "SELECT fields, created_ms FROM records WHERE kind = 'strategy_profile' AND user_id = ?1 AND id = ?2",
+                params![user, id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        Ok(row.and_then(|(t, c)| match serde_json::from_str(&t) {
+            Ok(Value::Object(m)) => Some((m, unsigned(c))),
+            _ => None,
+        }))
+    }
+
+    pub fn profiles_of(&self, user: i64) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+        self.records_of("strategy_profile", user)
+    }
+}
