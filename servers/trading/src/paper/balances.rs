@@ -1,7 +1,6 @@
 //! Paper balances and the exchange keys they belong to: each key's simulated balances,
 //! the key's fields and problems, and the log of requests sent through it.
 
-use rusqlite::params;
 use serde_json::Value;
 use trading_model::market::{Market, ORIGIN_S};
 
@@ -46,12 +45,7 @@ pub(crate) fn ensure_balances(
     key: i64,
     exchange: &str,
 ) -> rusqlite::Result<()> {
-    let have: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM paper_balances WHERE apikey_id = ?1",
-        [key],
-        |r| r.get(0),
-    )?;
-    if have > 0 {
+    if conn.has_balances(key)? {
         return Ok(());
     }
     let mut assets: Vec<&str> = Vec::new();
@@ -65,10 +59,7 @@ pub(crate) fn ensure_balances(
     for a in assets {
         let usd = market.asset_usd(a, ORIGIN_S * 1000).unwrap_or(1.0);
         let amount = (START_USD / usd * 1e8).round() / 1e8;
-        conn.execute(
-            "INSERT OR IGNORE INTO paper_balances (apikey_id, asset, amount) VALUES (?1, ?2, ?3)",
-            params![key, a, amount],
-        )?;
+        conn.seed_balance(key, a, amount)?;
     }
     Ok(())
 }

@@ -474,7 +474,6 @@ fn delete_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
     for mut o in live {
         cancel(&conn, &mut o, cx.now()).map_err(sql)?;
     }
-    conn.execute("DELETE FROM paper_balances WHERE apikey_id = ?1", [id])
-        .map_err(sql)?;
+    conn.delete_balances(id).map_err(sql)?;
     Ok(json!({"id": id, "deleted": true, "orders_cancelled": cancelled}))
 }

@@ -33,16 +33,10 @@ static TICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// second; when nothing is due it costs one indexed query.
 pub(crate) fn tick(store: &Store, market: &trading_model::market::Market, now_ms: u64) {
     let _guard = TICK.lock().unwrap_or_else(|p| p.into_inner());
-    let due = store.paper().query_row(
-        "SELECT MIN(t) FROM (
-             SELECT MIN(due_ms) AS t FROM paper_orders WHERE status IN ('pending', 'open')
-             UNION ALL
-             SELECT MIN(next_due_ms) AS t FROM paper_strategies WHERE state = 'running')",
-        [],
-        |r| r.get::<_, Option<i64>>(0),
-    );
-    let Ok(Some(due)) = due else { return };
-    if u64::try_from(due).unwrap_or(0) > now_ms {
+    let Ok(Some(due)) = store.paper().next_due_ms() else {
+        return;
+    };
+    if due > now_ms {
         return;
     }
     // A failing tick must not fail the request that triggered it; the next tick retries.
@@ -58,12 +52,7 @@ pub(crate) fn running_strategies(
     store: &Store,
     user_id: i64,
 ) -> Result<u64, crate::store::StoreError> {
-    let n: i64 = store.paper().query_row(
-        "SELECT COUNT(*) FROM paper_strategies WHERE user_id = ?1 AND state = 'running'",
-        [user_id],
-        |r| r.get(0),
-    )?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    Ok(store.paper().running_strategies(user_id)?)
 }
 
 const PATHS: &[&str] = &[

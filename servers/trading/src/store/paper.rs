@@ -7,7 +7,7 @@ use std::sync::MutexGuard;
 
 use rusqlite::Connection;
 
-use super::database::Store;
+use super::database::{Store, unsigned};
 
 /// Tables this module keeps (run at every start; idempotent). Ids start above 1000 like
 /// the records' (several id parameters have a minimum length of 2).
@@ -108,6 +108,21 @@ impl Store {
     /// A handle for paper trading's statements; the database is held until it is dropped.
     pub fn paper(&self) -> PaperDb<'_> {
         PaperDb { conn: self.conn() }
+    }
+}
+
+impl PaperDb<'_> {
+    /// When the next delayed or resting order, or running strategy, is due.
+    pub fn next_due_ms(&self) -> rusqlite::Result<Option<u64>> {
+        let due: Option<i64> = self.conn.query_row(
+            "SELECT MIN(t) FROM (
+                 SELECT MIN(due_ms) AS t FROM paper_orders WHERE status IN ('pending', 'open')
+                 UNION ALL
+                 SELECT MIN(next_due_ms) AS t FROM paper_strategies WHERE state = 'running')",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(due.map(unsigned))
     }
 }
 

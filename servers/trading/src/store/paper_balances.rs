@@ -88,4 +88,30 @@ impl PaperDb<'_> {
         }
         Ok(out)
     }
+
+    /// Whether key `key` has paper balances yet.
+    pub fn has_balances(&self, key: i64) -> rusqlite::Result<bool> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM paper_balances WHERE apikey_id = ?1",
+            [key],
+            |r| r.get(0),
+        )?;
+        Ok(n > 0)
+    }
+
+    /// Sets a starting balance of key `key` unless it has one for `asset`.
+    pub fn seed_balance(&self, key: i64, asset: &str, amount: f64) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO paper_balances (apikey_id, asset, amount) VALUES (?1, ?2, ?3)",
+            params![key, asset, amount],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets every paper balance of key `key` (the key was deleted).
+    pub fn delete_balances(&self, key: i64) -> rusqlite::Result<()> {
+        self.conn
+            .execute("DELETE FROM paper_balances WHERE apikey_id = ?1", [key])?;
+        Ok(())
+    }
 }

@@ -125,4 +125,41 @@ impl PaperDb<'_> {
         )?;
         Ok(())
     }
+
+    /// How many orders strategy `strategy` has placed.
+    pub fn orders_of_strategy_count(&self, strategy: i64) -> rusqlite::Result<i64> {
+        self.conn.query_row(
+            "SELECT COUNT(*) FROM paper_orders WHERE strategy_id = ?1",
+            [strategy],
+            |r| r.get(0),
+        )
+    }
+
+    /// Flags the live orders of `strategy` (left open by a force stop).
+    pub fn flag_live_orders(&self, strategy: i64) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "UPDATE paper_orders SET flagged = 1
+             WHERE strategy_id = ?1 AND status IN ('pending', 'open')",
+            [strategy],
+        )?;
+        Ok(())
+    }
+
+    /// Detaches the orders of a deleted strategy (the exchange keeps them).
+    pub fn release_orders(&self, strategy: i64) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "UPDATE paper_orders SET strategy_id = NULL, flagged = 0 WHERE strategy_id = ?1",
+            [strategy],
+        )?;
+        Ok(())
+    }
+
+    /// Clears an order's flag after a re-check and counts the check.
+    pub fn mark_rechecked(&self, order: i64) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "UPDATE paper_orders SET flagged = 0, checks = checks + 1 WHERE id = ?1",
+            [order],
+        )?;
+        Ok(())
+    }
 }

@@ -113,4 +113,56 @@ impl PaperDb<'_> {
     pub fn profiles_of(&self, user: i64) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
         self.records_of("strategy_profile", user)
     }
+
+    /// Running strategies of `user_id`.
+    pub fn running_strategies(&self, user_id: i64) -> rusqlite::Result<u64> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM paper_strategies WHERE user_id = ?1 AND state = 'running'",
+            [user_id],
+            |r| r.get(0),
+        )?;
+        Ok(unsigned(n))
+    }
+
+    /// Forgets strategy `id`'s row.
+    pub fn delete_strategy(&self, id: i64) -> rusqlite::Result<()> {
+        self.conn
+            .execute("DELETE FROM paper_strategies WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    /// Records one strategy transaction (its fields as the API answers them) for order
+    /// `order`.
+    pub fn insert_transaction(
+        &self,
+        user_id: i64,
+        strategy: i64,
+        order: i64,
+        fields: &Value,
+        t: u64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO paper_transactions (user_id, strategy_id, order_id, fields, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![user_id, strategy, order, fields.to_string(), ms(t)],
+        )?;
+        Ok(())
+    }
+
+    /// Deletes strategy `strategy`'s transactions; returns how many.
+    pub fn delete_transactions(&self, strategy: i64) -> rusqlite::Result<usize> {
+        self.conn.execute(
+            "DELETE FROM paper_transactions WHERE strategy_id = ?1",
+            [strategy],
+        )
+    }
+
+    /// How many transactions strategy `strategy` has.
+    pub fn transaction_count(&self, strategy: i64) -> rusqlite::Result<i64> {
+        self.conn.query_row(
+            "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
+            [strategy],
+            |r| r.get(0),
+        )
+    }
 }

@@ -32,16 +32,10 @@ pub(crate) fn apply_effects(
                 }
             }
             Effect::FlagOpenOrders => {
-                conn.execute(
-                    "UPDATE paper_orders SET flagged = 1 WHERE strategy_id = ?1 AND status IN ('pending', 'open')",
-                    [id],
-                )?;
+                conn.flag_live_orders(id)?;
             }
             Effect::ClearTransactions => {
-                removed += conn.execute(
-                    "DELETE FROM paper_transactions WHERE strategy_id = ?1",
-                    [id],
-                )?;
+                removed += conn.delete_transactions(id)?;
             }
             Effect::ResetVariables => {
                 let mut r = conn.row_of(user, id)?;
@@ -53,9 +47,9 @@ pub(crate) fn apply_effects(
                 conn.save_row(&r)?;
             }
             Effect::DeleteStrategy => {
-                conn.execute("DELETE FROM paper_strategies WHERE id = ?1", [id])?;
+                conn.delete_strategy(id)?;
                 // The exchange keeps the orders; they no longer belong to a strategy.
-                conn.execute("UPDATE paper_orders SET strategy_id = NULL, flagged = 0 WHERE strategy_id = ?1", [id])?;
+                conn.release_orders(id)?;
             }
             // Applied by the callers, which know the time and the answer to give.
             Effect::UpdateOverview
@@ -248,11 +242,7 @@ pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
                 cx.now(),
             )
             .map_err(sql)?;
-            conn.execute(
-                "UPDATE paper_orders SET flagged = 0, checks = checks + 1 WHERE id = ?1",
-                [o.id],
-            )
-            .map_err(sql)?;
+            conn.mark_rechecked(o.id).map_err(sql)?;
             rechecked.push(json!({"order": o.id.to_string(), "status": o.status, "filled": num(o.filled), "remaining": num((o.amount - o.filled).max(0.0))}));
         }
     }
@@ -313,11 +303,7 @@ pub(crate) fn stop_locked(
 
 fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> rusqlite::Result<Value> {
     let orders = conn.orders_where("strategy_id = ?1", &[&id])?;
-    let tx: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
-        [id],
-        |r| r.get(0),
-    )?;
+    let tx = conn.transaction_count(id)?;
     let count = |s: &str| orders.iter().filter(|o| o.status == s).count();
     Ok(json!({
         "transactions": tx,

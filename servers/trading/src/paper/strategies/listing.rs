@@ -26,11 +26,7 @@ pub(crate) fn describe(
         .trim()
         .parse()
         .unwrap_or(0);
-    let tx: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
-        [id],
-        |x| x.get(0),
-    )?;
+    let tx = conn.transaction_count(id)?;
     Ok(json!({
         "id": id,
         "name": p.get("name").cloned().unwrap_or(Value::Null),

@@ -1,7 +1,6 @@
 //! The strategy worker: runs the due slices of running strategies as paper orders on
 //! the injected clock.
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::market::Market;
 use trading_model::strategy::{
@@ -34,7 +33,7 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
             .map_or(u64::MAX, |d| (d * 1000.0) as u64);
         let conn = store.paper();
         let Some((p, _)) = conn.profile(r.user_id, r.id)? else {
-            conn.execute("DELETE FROM paper_strategies WHERE id = ?1", [r.id])?;
+            conn.delete_strategy(r.id)?;
             continue;
         };
         let delay_ms = Profile::new(&p)
@@ -131,11 +130,7 @@ fn run_slice(
         let exact = number_at(&exacts, row).filter(|x| *x > 0.0);
         let live = number_at(&lives, row).map_or(0, |x| x.max(0.0) as u64);
         for planned in plan(alg, r.slice, row, &book, level, offset, exact) {
-            let seq: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM paper_orders WHERE strategy_id = ?1",
-                [r.id],
-                |x| x.get(0),
-            )?;
+            let seq = conn.orders_of_strategy_count(r.id)?;
             let client = format!("execute{}{:04}", r.id, seq + 1);
             let kind = if planned.price.is_some() {
                 "limit"
@@ -183,10 +178,7 @@ fn run_slice(
                 "custom_id": client,
                 "c_max_time": live.to_string(),
             });
-            conn.execute(
-                "INSERT INTO paper_transactions (user_id, strategy_id, order_id, fields, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![r.user_id, r.id, o.id, fields.to_string(), ms(t)],
-            )?;
+            conn.insert_transaction(r.user_id, r.id, o.id, &fields, t)?;
             placed += 1;
         }
     }
