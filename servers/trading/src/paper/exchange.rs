@@ -2,7 +2,6 @@
 //! filled against the seeded books, expired, cancelled), paper balances per exchange key,
 //! the request log and predefined exchange queries.
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::{Market, Side};
@@ -243,31 +242,24 @@ fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn list_requests(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let mut stmt = conn
-        .prepare(
-            "SELECT id, apikey_id, exchange, request, detail, time_ms FROM paper_requests
-             WHERE user_id = ?1 ORDER BY id DESC LIMIT ?2",
-        )
-        .map_err(sql)?;
     let limit = cx.valid.integer("limit").unwrap_or(100).clamp(1, 1000);
-    let rows = stmt
-        .query_map(params![cx.user(), limit], |r| {
-            let detail: String = r.get(4)?;
-            let t: i64 = r.get(5)?;
-            Ok(json!({
-                "id": r.get::<_, i64>(0)?,
-                "apikey": r.get::<_, i64>(1)?,
-                "exchange": r.get::<_, String>(2)?,
-                "request": r.get::<_, String>(3)?,
-                "detail": serde_json::from_str::<Value>(&detail).unwrap_or(Value::Null),
-                "time_ms": t,
-                "datetime": iso(u64::try_from(t).unwrap_or(0)),
-            }))
-        })
-        .map_err(sql)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(sql)?;
-    Ok(Value::Array(rows))
+    let requests = conn.requests(cx.user(), limit).map_err(sql)?;
+    Ok(Value::Array(
+        requests
+            .into_iter()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "apikey": r.apikey_id,
+                    "exchange": r.exchange,
+                    "request": r.request,
+                    "detail": r.detail,
+                    "time_ms": r.time_ms,
+                    "datetime": iso(r.time_ms),
+                })
+            })
+            .collect(),
+    ))
 }
 
 /// `create-query`: runs a predefined query through the key against its simulated exchange

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::params;
 use serde_json::{Value, json};
 use trading_model::ApiError;
 use trading_model::market::Market;
@@ -127,14 +126,7 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
         let id: i64 = sub
             .parse()
             .map_err(|_| refused("subaccount_id", NO_RECORD))?;
-        let n: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM records WHERE kind = 'subaccount' AND user_id = ?1 AND id = ?2",
-                params![cx.user(), id],
-                |r| r.get(0),
-            )
-            .map_err(sql)?;
-        if n == 0 {
+        if !conn.has_subaccount(cx.user(), id).map_err(sql)? {
             return Err(refused("subaccount_id", NO_RECORD));
         }
         Vec::new()
@@ -232,13 +224,7 @@ fn import_settings(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let mut out = Vec::new();
     for (id, f) in conn.keys_of(cx.user()).map_err(sql)? {
-        let n: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM paper_orders WHERE apikey_id = ?1 AND strategy_id IS NULL",
-                [id],
-                |r| r.get(0),
-            )
-            .map_err(sql)?;
+        let n = conn.manual_order_count(id).map_err(sql)?;
         let status = f
             .get("status")
             .and_then(Value::as_str)

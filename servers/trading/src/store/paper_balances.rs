@@ -4,8 +4,25 @@
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value};
 
-use super::database::ms;
+use super::database::{ms, unsigned};
 use super::paper::PaperDb;
+
+/// One request sent through a key, as logged.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Log id.
+    pub id: i64,
+    /// The key it went through.
+    pub apikey_id: i64,
+    /// The key's exchange.
+    pub exchange: String,
+    /// What was asked (`createOrder`, `fetchOrder`, ...).
+    pub request: String,
+    /// Its parameters and answer.
+    pub detail: Value,
+    /// When.
+    pub time_ms: u64,
+}
 
 impl PaperDb<'_> {
     /// Fields of one of `user`'s exchange keys, read with the caller's connection.
@@ -113,5 +130,37 @@ impl PaperDb<'_> {
         self.conn
             .execute("DELETE FROM paper_balances WHERE apikey_id = ?1", [key])?;
         Ok(())
+    }
+
+    /// Whether `user` has sub-account `id`.
+    pub fn has_subaccount(&self, user: i64, id: i64) -> rusqlite::Result<bool> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM records WHERE kind = 'subaccount' AND user_id = ?1 AND id = ?2",
+            params![user, id],
+            |r| r.get(0),
+        )?;
+        Ok(n > 0)
+    }
+
+    /// The newest `limit` requests sent through `user`'s keys, newest first.
+    pub fn requests(&self, user: i64, limit: i64) -> rusqlite::Result<Vec<Request>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, apikey_id, exchange, request, detail, time_ms FROM paper_requests
+             WHERE user_id = ?1 ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt
+            .query_map(params![user, limit], |r| {
+                let detail: String = r.get(4)?;
+                Ok(Request {
+                    id: r.get(0)?,
+                    apikey_id: r.get(1)?,
+                    exchange: r.get(2)?,
+                    request: r.get(3)?,
+                    detail: serde_json::from_str(&detail).unwrap_or(Value::Null),
+                    time_ms: unsigned(r.get(5)?),
+                })
+            })?
+            .collect();
+        rows
     }
 }

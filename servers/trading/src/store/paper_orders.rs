@@ -162,4 +162,13 @@ impl PaperDb<'_> {
         )?;
         Ok(())
     }
+
+    /// Orders placed through key `key` by hand (not by a strategy).
+    pub fn manual_order_count(&self, key: i64) -> rusqlite::Result<i64> {
+        self.conn.query_row(
+            "SELECT COUNT(*) FROM paper_orders WHERE apikey_id = ?1 AND strategy_id IS NULL",
+            [key],
+            |r| r.get(0),
+        )
+    }
 }

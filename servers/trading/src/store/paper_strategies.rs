@@ -7,6 +7,7 @@ use trading_model::strategy::State;
 
 use super::database::{ms, unsigned};
 use super::paper::PaperDb;
+use super::paper_orders::{COLUMNS, Order, from_row, prefixed_cols};
 
 /// The strategy row of a profile.
 #[derive(Debug, Clone)]
@@ -38,6 +39,21 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<StrategyRow> {
 
 const ROW_COLS: &str =
     "id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note";
+
+/// A strategy transaction as stored, with the order it recorded.
+#[derive(Debug, Clone)]
+pub struct StoredTransaction {
+    /// Its id.
+    pub id: i64,
+    /// The strategy it belongs to.
+    pub strategy_id: i64,
+    /// The order, as it is now.
+    pub order: Order,
+    /// The transaction record's fields when it was made.
+    pub fields: Map<String, Value>,
+    /// When it was made.
+    pub created_ms: u64,
+}
 
 impl PaperDb<'_> {
     pub fn rows_where(
@@ -162,6 +178,90 @@ impl PaperDb<'_> {
         self.conn.query_row(
             "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
             [strategy],
+            |r| r.get(0),
+        )
+    }
+
+    /// Stores a strategy's overview in its profile (answered with the profile).
+    pub fn set_profile_overview(&self, id: i64, overview: Value, now: u64) -> rusqlite::Result<()> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT fields FROM records WHERE id = ?1 AND kind = 'strategy_profile'",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(Ok(Value::Object(mut m))) = text.map(|t| serde_json::from_str::<Value>(&t)) {
+            m.insert("overview".into(), overview);
+            self.conn.execute(
+                "UPDATE records SET fields = ?1, updated_ms = ?2
+                 WHERE id = ?3 AND kind = 'strategy_profile'",
+                params![Value::Object(m).to_string(), ms(now), id],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// One page of `user`'s strategy transactions, newest first, each with its order,
+    /// and how many match: of one strategy or all, of one trading code or all, and only
+    /// those whose order filled something when `filled_only`.
+    pub fn transaction_page(
+        &self,
+        user: i64,
+        strategy: Option<i64>,
+        code: Option<&str>,
+        filled_only: bool,
+        limit: u64,
+        offset: u64,
+    ) -> rusqlite::Result<(Vec<StoredTransaction>, u64)> {
+        const WHERE: &str = "FROM paper_transactions t JOIN paper_orders o ON o.id = t.order_id
+             WHERE t.user_id = ?1 AND (?2 IS NULL OR t.strategy_id = ?2)
+                 AND (?3 IS NULL OR o.code = ?3) AND (?4 = 0 OR o.filled > 0)";
+        let total: i64 = self.conn.query_row(
+            &format!("SELECT COUNT(*) {WHERE}"),
+            params![user, strategy, code, i64::from(filled_only)],
+            |r| r.get(0),
+        )?;
+        let cols = prefixed_cols("o.");
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {cols}, t.id, t.fields, t.created_ms, t.strategy_id {WHERE}
+             ORDER BY t.id DESC LIMIT ?5 OFFSET ?6"
+        ))?;
+        let n = COLUMNS;
+        let rows = stmt
+            .query_map(
+                params![
+                    user,
+                    strategy,
+                    code,
+                    i64::from(filled_only),
+                    ms(limit),
+                    ms(offset)
+                ],
+                |r| {
+                    let fields: String = r.get(n + 1)?;
+                    Ok(StoredTransaction {
+                        order: from_row(r)?,
+                        id: r.get(n)?,
+                        fields: match serde_json::from_str(&fields) {
+                            Ok(Value::Object(m)) => m,
+                            _ => Map::new(),
+                        },
+                        created_ms: unsigned(r.get(n + 2)?),
+                        strategy_id: r.get(n + 3)?,
+                    })
+                },
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((rows, unsigned(total)))
+    }
+
+    /// How many strategy transactions `user` has.
+    pub fn user_transaction_count(&self, user: i64) -> rusqlite::Result<i64> {
+        self.conn.query_row(
+            "SELECT COUNT(*) FROM paper_transactions WHERE user_id = ?1",
+            [user],
             |r| r.get(0),
         )
     }

@@ -1,7 +1,6 @@
 //! Starting and stopping strategies through the state machine of
 //! `trading_model::strategy`, and applying its effects to the store.
 
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::{Market, Side};
@@ -9,7 +8,7 @@ use trading_model::strategy::{Effect, Event, Refusal, State, transition};
 use trading_model::strategy_profile::{Profile, number_at};
 
 use super::rows::own_profile;
-use crate::context::{ms, refused};
+use crate::context::refused;
 use crate::paper::balances::key_problem;
 use crate::paper::call_context::{Cx, num, sql};
 use crate::paper::orders::cancel;
@@ -283,20 +282,7 @@ pub(crate) fn stop_locked(
     conn.save_row(&row)?;
     if effects.contains(&Effect::UpdateOverview) {
         let ov = strategy_overview(conn, id)?;
-        let text: Option<String> = conn
-            .query_row(
-                "SELECT fields FROM records WHERE id = ?1 AND kind = 'strategy_profile'",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(Ok(Value::Object(mut m))) = text.map(|t| serde_json::from_str::<Value>(&t)) {
-            m.insert("overview".into(), ov);
-            conn.execute(
-                "UPDATE records SET fields = ?1, updated_ms = ?2 WHERE id = ?3 AND kind = 'strategy_profile'",
-                params![Value::Object(m).to_string(), ms(now), id],
-            )?;
-        }
+        conn.set_profile_overview(id, ov, now)?;
     }
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! What strategies report: lists, transactions, overview, debug data, the algorithms,
 //! options and books.
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
 use trading_model::market::Market;
@@ -11,9 +10,9 @@ use trading_model::strategy_profile::Profile;
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
 
-use crate::context::{ms, refused};
+use crate::context::refused;
 use crate::paper::call_context::{Cx, num, paged, sql, text};
-use crate::store::{Order, PaperDb, StrategyRow, unsigned};
+use crate::store::{Order, PaperDb, StrategyRow};
 
 pub(crate) fn describe(
     conn: &PaperDb<'_>,
@@ -212,55 +211,16 @@ pub(crate) fn transactions(
     user: i64,
     q: &TxQuery<'_>,
 ) -> rusqlite::Result<(Vec<(i64, Value)>, u64)> {
-    const WHERE: &str = "FROM paper_transactions t JOIN paper_orders o ON o.id = t.order_id
-         WHERE t.user_id = ?1 AND (?2 IS NULL OR t.strategy_id = ?2) AND (?3 IS NULL OR o.code = ?3)
-             AND (?4 = 0 OR o.filled > 0)";
-    let total: i64 = conn.query_row(
-        &format!("SELECT COUNT(*) {WHERE}"),
-        params![user, q.strategy, q.code, i64::from(q.filled_only)],
-        |r| r.get(0),
-    )?;
-    let cols = crate::store::prefixed_cols("o.");
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {cols}, t.id, t.fields, t.created_ms, t.strategy_id {WHERE}
-         ORDER BY t.id DESC LIMIT ?5 OFFSET ?6"
-    ))?;
-    let n = crate::store::COLUMNS;
-    let rows = stmt
-        .query_map(
-            params![
-                user,
-                q.strategy,
-                q.code,
-                i64::from(q.filled_only),
-                ms(q.limit),
-                ms(q.offset)
-            ],
-            |r| {
-                Ok((
-                    crate::store::from_row(r)?,
-                    r.get::<_, i64>(n)?,
-                    r.get::<_, String>(n + 1)?,
-                    r.get::<_, i64>(n + 2)?,
-                    r.get::<_, i64>(n + 3)?,
-                ))
-            },
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
+    let (rows, total) =
+        conn.transaction_page(user, q.strategy, q.code, q.filled_only, q.limit, q.offset)?;
     let out = rows
         .into_iter()
-        .map(|(o, id, f, created, sid)| {
-            let fields = match serde_json::from_str(&f) {
-                Ok(Value::Object(m)) => m,
-                _ => Map::new(),
-            };
-            (
-                sid,
-                render_tx(id, &fields, unsigned(created), Some(&o), market),
-            )
+        .map(|t| {
+            let rendered = render_tx(t.id, &t.fields, t.created_ms, Some(&t.order), market);
+            (t.strategy_id, rendered)
         })
         .collect();
-    Ok((out, u64::try_from(total).unwrap_or(0)))
+    Ok((out, total))
 }
 
 pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
@@ -296,13 +256,7 @@ pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
             active += 1;
         }
     }
-    let tx: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM paper_transactions WHERE user_id = ?1",
-            [cx.user()],
-            |r| r.get(0),
-        )
-        .map_err(sql)?;
+    let tx = conn.user_transaction_count(cx.user()).map_err(sql)?;
     let orders = conn
         .orders_where("user_id = ?1 AND strategy_id IS NOT NULL", &[&cx.user()])
         .map_err(sql)?;
