@@ -10,8 +10,9 @@ use trading_model::strategy::{Event, State, transition};
 use super::balances::key_problem;
 use super::call_context::{Cx, db, iso, sql};
 use super::orders::balances_of;
-use super::orders::{NewOrder, cancel, place};
+use super::orders::{cancel, place};
 use crate::context::{NO_RECORD, refused};
+use crate::store::NewOrder;
 use crate::store::{Order, PaperDb};
 
 /// Predefined `exchange-query/create-query` types.

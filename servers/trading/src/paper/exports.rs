@@ -3,15 +3,14 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use rusqlite::params;
 use serde_json::{Value, json};
 use trading_model::ApiError;
 use trading_model::strategy_profile::Profile;
 
 use super::call_context::{Cx, paged, sql};
 use super::strategies::{TxQuery, describe, transactions};
-use crate::context::{NO_RECORD, ms, refused};
-use crate::store::{PaperDb, unsigned};
+use crate::context::{NO_RECORD, refused};
+use crate::store::{Export, PaperDb};
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     match path {
@@ -234,58 +233,24 @@ fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
     };
     let now = cx.now();
     let ready = now + EXPORT_DELAY_MS;
-    conn.execute(
-        "INSERT INTO paper_exports (user_id, system, type, symbol, rows, filename, content, created_ms, ready_ms, expires_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, ?9)",
-        params![cx.user(), system, kind, symbol, rows.len() as i64 - 1, content.as_bytes(), ms(now), ms(ready), ms(ready + keep_s * 1000)],
-    )
-    .map_err(sql)?;
-    let id = conn.last_insert_rowid();
+    let export = Export {
+        id: 0,
+        system: system.clone(),
+        kind: kind.to_string(),
+        symbol: symbol.clone(),
+        rows: rows.len() as i64 - 1,
+        filename: String::new(),
+        content: content.into_bytes(),
+        created: now,
+        ready,
+        expires: ready + keep_s * 1000,
+    };
+    let id = conn.insert_export(cx.user(), &export).map_err(sql)?;
     let filename = format!("{system}-{symbol}-{id}.{ext}");
-    conn.execute(
-        "UPDATE paper_exports SET filename = ?2 WHERE id = ?1",
-        params![id, filename],
-    )
-    .map_err(sql)?;
+    conn.set_export_filename(id, &filename).map_err(sql)?;
     Ok(
         json!({"id": id, "status": "preparing", "filename": filename, "rows": rows.len() - 1, "ready_ms": ready}),
     )
-}
-
-struct Export {
-    id: i64,
-    system: String,
-    kind: String,
-    symbol: String,
-    rows: i64,
-    filename: String,
-    content: Vec<u8>,
-    created: u64,
-    ready: u64,
-    expires: u64,
-}
-
-fn exports(conn: &PaperDb<'_>, user: i64, id: Option<i64>) -> rusqlite::Result<Vec<Export>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, system, type, symbol, rows, filename, content, created_ms, ready_ms, expires_ms
-         FROM paper_exports WHERE user_id = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY id DESC",
-    )?;
-    let _u = |v: i64| u64::try_from(v).unwrap_or(0);
-    let rows = stmt.query_map(params![user, id], |r| {
-        Ok(Export {
-            id: r.get(0)?,
-            system: r.get(1)?,
-            kind: r.get(2)?,
-            symbol: r.get(3)?,
-            rows: r.get(4)?,
-            filename: r.get(5)?,
-            content: r.get(6)?,
-            created: unsigned(r.get(7)?),
-            ready: unsigned(r.get(8)?),
-            expires: unsigned(r.get(9)?),
-        })
-    })?;
-    rows.collect()
 }
 
 fn status(e: &Export, now: u64) -> &'static str {
@@ -300,7 +265,7 @@ fn status(e: &Export, now: u64) -> &'static str {
 
 fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let rows = exports(&conn, cx.user(), None).map_err(sql)?;
+    let rows = conn.exports(cx.user(), None).map_err(sql)?;
     let now = cx.now();
     Ok(paged(
         cx.ep,
@@ -320,7 +285,8 @@ fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
 fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let id = cx.id("id")?;
     let conn = cx.store().paper();
-    let Some(e) = exports(&conn, cx.user(), Some(id))
+    let Some(e) = conn
+        .exports(cx.user(), Some(id))
         .map_err(sql)?
         .into_iter()
         .next()

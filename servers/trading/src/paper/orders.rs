@@ -2,7 +2,6 @@
 //! simulated books at its time, filling resting limit orders, placing and cancelling, and
 //! the worker that runs what is due.
 
-use rusqlite::params;
 use serde_json::{Map, Value, json};
 use trading_model::market::{Market, Side};
 use trading_model::orders::{Fill, summarize, take};
@@ -10,7 +9,7 @@ use trading_model::orders::{Fill, summarize, take};
 use super::balances::{ensure_balances, key_problem};
 use super::call_context::{iso, num};
 use crate::context::ms;
-use crate::store::{Order, PaperDb, Store};
+use crate::store::{NewOrder, Order, PaperDb, Store};
 
 /// Most book snapshots a resting order is checked against per tick (one per second; a
 /// longer gap is sampled evenly so a jump of days stays cheap).
@@ -226,22 +225,6 @@ pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Res
     Ok(())
 }
 
-/// What an order asks for.
-pub(crate) struct NewOrder<'a> {
-    pub user: i64,
-    pub key: i64,
-    pub exchange: &'a str,
-    pub code: &'a str,
-    pub kind: &'a str,
-    pub side: Side,
-    pub amount: f64,
-    pub price: Option<f64>,
-    pub send_ms: u64,
-    pub expire_after: u64,
-    pub strategy_id: Option<i64>,
-    pub client_id: String,
-}
-
 /// Records an order and sends it at once when its send time has come.
 pub(crate) fn place(
     conn: &PaperDb<'_>,
@@ -254,38 +237,10 @@ pub(crate) fn place(
     } else {
         0
     };
-    conn.execute(
-        "INSERT INTO paper_orders (user_id, apikey_id, exchange, code, type, side, amount, price,
-             status, created_ms, send_ms, expire_ms, due_ms, done_ms, filled, cost, fee, trades,
-             strategy_id, flagged, checks, client_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11, ?10, 0, 0, 0, 0, '[]',
-             ?12, 0, 0, ?13)",
-        params![
-            n.user,
-            n.key,
-            n.exchange,
-            n.code,
-            n.kind,
-            n.side.as_str(),
-            n.amount,
-            n.price,
-            ms(now),
-            ms(n.send_ms),
-            ms(expire_ms),
-            n.strategy_id,
-            n.client_id
-        ],
-    )?;
-    let id = conn.last_insert_rowid();
-    let mut o = conn
-        .order_by_id(id)?
-        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    let mut o = conn.insert_order(n, expire_ms, now)?;
     if o.client_id.is_empty() {
-        o.client_id = format!("paper{id}");
-        conn.execute(
-            "UPDATE paper_orders SET client_id = ?2 WHERE id = ?1",
-            params![id, o.client_id],
-        )?;
+        o.client_id = format!("paper{}", o.id);
+        conn.set_client_id(o.id, &o.client_id)?;
     }
     if o.send_ms <= now {
         let t = o.send_ms;
@@ -335,12 +290,8 @@ pub(crate) fn balances_of(
             Side::Sell => *used.entry(sym.base.into()).or_default() += left,
         }
     }
-    let mut stmt = conn
-        .prepare("SELECT asset, amount FROM paper_balances WHERE apikey_id = ?1 ORDER BY asset")?;
-    let rows = stmt.query_map([key], |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)))?;
     let mut out = Map::new();
-    for row in rows {
-        let (asset, total) = row?;
+    for (asset, total) in conn.balances(key)? {
         let u = used.get(&asset).copied().unwrap_or(0.0).min(total.max(0.0));
         out.insert(
             asset,

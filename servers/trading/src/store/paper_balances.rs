@@ -163,4 +163,15 @@ impl PaperDb<'_> {
             .collect();
         rows
     }
+
+    /// Every paper balance of key `key` as `(asset, amount)`, by asset.
+    pub fn balances(&self, key: i64) -> rusqlite::Result<Vec<(String, f64)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT asset, amount FROM paper_balances WHERE apikey_id = ?1 ORDER BY asset",
+        )?;
+        let rows = stmt
+            .query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect();
+        rows
+    }
 }

@@ -172,3 +172,64 @@ impl PaperDb<'_> {
         )
     }
 }
+
+/// What an order asks for.
+pub struct NewOrder<'a> {
+    pub user: i64,
+    pub key: i64,
+    pub exchange: &'a str,
+    pub code: &'a str,
+    pub kind: &'a str,
+    pub side: Side,
+    pub amount: f64,
+    pub price: Option<f64>,
+    pub send_ms: u64,
+    pub expire_after: u64,
+    pub strategy_id: Option<i64>,
+    pub client_id: String,
+}
+
+impl PaperDb<'_> {
+    /// Records a new pending order; `expire_ms` 0 never expires.
+    pub fn insert_order(
+        &self,
+        n: &NewOrder<'_>,
+        expire_ms: u64,
+        now: u64,
+    ) -> rusqlite::Result<Order> {
+        self.conn.execute(
+            "INSERT INTO paper_orders (user_id, apikey_id, exchange, code, type, side, amount,
+                 price, status, created_ms, send_ms, expire_ms, due_ms, done_ms, filled, cost,
+                 fee, trades, strategy_id, flagged, checks, client_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11, ?10, 0, 0, 0, 0,
+                 '[]', ?12, 0, 0, ?13)",
+            params![
+                n.user,
+                n.key,
+                n.exchange,
+                n.code,
+                n.kind,
+                n.side.as_str(),
+                n.amount,
+                n.price,
+                ms(now),
+                ms(n.send_ms),
+                ms(expire_ms),
+                n.strategy_id,
+                n.client_id
+            ],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        self.order_by_id(id)?
+            .ok_or(rusqlite::Error::QueryReturnedNoRows)
+    }
+
+    /// Sets an order's client id (the exchange's own when the caller gave none).
+    pub fn set_client_id(&self, id: i64, client_id: &str) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "UPDATE paper_orders SET client_id = ?2 WHERE id = ?1",
+            params![id, client_id],
+        )?;
+        Ok(())
+    }
+}

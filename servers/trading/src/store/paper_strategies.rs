@@ -266,3 +266,74 @@ impl PaperDb<'_> {
         )
     }
 }
+
+/// A prepared export file.
+#[derive(Debug, Clone)]
+pub struct Export {
+    pub id: i64,
+    pub system: String,
+    pub kind: String,
+    pub symbol: String,
+    pub rows: i64,
+    pub filename: String,
+    pub content: Vec<u8>,
+    pub created: u64,
+    pub ready: u64,
+    pub expires: u64,
+}
+
+impl PaperDb<'_> {
+    /// `user`'s exports (or only export `id`), newest first.
+    pub fn exports(&self, user: i64, id: Option<i64>) -> rusqlite::Result<Vec<Export>> {
+        let mut stmt = self.conn.prepare(
+        "SELECT id, system, type, symbol, rows, filename, content, created_ms, ready_ms, expires_ms
+         FROM paper_exports WHERE user_id = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY id DESC",
+    )?;
+        let rows = stmt.query_map(params![user, id], |r| {
+            Ok(Export {
+                id: r.get(0)?,
+                system: r.get(1)?,
+                kind: r.get(2)?,
+                symbol: r.get(3)?,
+                rows: r.get(4)?,
+                filename: r.get(5)?,
+                content: r.get(6)?,
+                created: unsigned(r.get(7)?),
+                ready: unsigned(r.get(8)?),
+                expires: unsigned(r.get(9)?),
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Records an export being prepared; returns its id.
+    pub fn insert_export(&self, user: i64, e: &Export) -> rusqlite::Result<i64> {
+        self.conn.execute(
+            "INSERT INTO paper_exports (user_id, system, type, symbol, rows, filename, content,
+                 created_ms, ready_ms, expires_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                user,
+                e.system,
+                e.kind,
+                e.symbol,
+                e.rows,
+                e.filename,
+                e.content,
+                ms(e.created),
+                ms(e.ready),
+                ms(e.expires)
+            ],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Names an export's file (its name carries its id).
+    pub fn set_export_filename(&self, id: i64, filename: &str) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "UPDATE paper_exports SET filename = ?2 WHERE id = ?1",
+            params![id, filename],
+        )?;
+        Ok(())
+    }
+}

@@ -11,7 +11,8 @@ use trading_model::strategy_profile::{Profile, number_at};
 use super::lifecycle::{plan_num, stop_locked};
 use crate::context::ms;
 use crate::paper::call_context::{iso, text};
-use crate::paper::orders::{NewOrder, place};
+use crate::paper::orders::place;
+use crate::store::NewOrder;
 use crate::store::{PaperDb, Store, StrategyRow};
 
 /// Slices one tick runs per strategy at most (a clock jump of days is caught up over
