@@ -108,11 +108,6 @@ pub(crate) fn opt_id(valid: &Valid, name: &str) -> Result<Option<i64>, ApiError>
     id_param(valid, name).map(Some)
 }
 
-/// Milliseconds as SQLite stores them.
-pub(crate) fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 /// Rounds for answers: prices and percentages are floats, but 1e-12 noise helps nobody.
 pub(crate) fn round(v: f64, decimals: i32) -> f64 {
     let f = 10f64.powi(decimals);

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use trading_model::market::{Market, ORIGIN_S};
 
-use crate::store::PaperDb;
+use crate::store::{PaperDb, StoreError};
 
 /// Starting paper balance of every asset on a new exchange key, in US dollars at the start
 /// of the simulated history (so it depends on the seed only).
@@ -16,7 +16,7 @@ pub(crate) fn key_problem(
     user: i64,
     id: i64,
     exchange: &str,
-) -> rusqlite::Result<Option<String>> {
+) -> Result<Option<String>, StoreError> {
     Ok(match conn.key_fields(user, id)? {
         None => Some(format!(
             "Exchange API key {id} is not a key of this account."
@@ -44,7 +44,7 @@ pub(crate) fn ensure_balances(
     market: &Market,
     key: i64,
     exchange: &str,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     if conn.has_balances(key)? {
         return Ok(());
     }

@@ -44,7 +44,7 @@ pub(crate) fn db(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
 }
 
-pub(crate) fn sql(e: rusqlite::Error) -> ApiError {
+pub(crate) fn sql(e: crate::store::StoreError) -> ApiError {
     db(e)
 }
 

@@ -13,7 +13,7 @@ use super::orders::balances_of;
 use super::orders::{cancel, place};
 use crate::context::{NO_RECORD, refused};
 use crate::store::NewOrder;
-use crate::store::{Order, PaperDb};
+use crate::store::{Order, Orders, PaperDb};
 
 /// Predefined `exchange-query/create-query` types.
 const QUERY_TYPES: [&str; 4] = ["balance", "open_orders", "closed_orders", "trades"];
@@ -138,21 +138,17 @@ fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>) -> Result<Order, ApiError> {
 
 fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let statuses = if open {
-        "('pending', 'open')"
-    } else {
-        "('closed', 'canceled', 'expired', 'rejected')"
-    };
     let key = cx
         .valid
         .text("apikey")
         .and_then(|s| s.trim().parse::<i64>().ok());
     let code = cx.valid.text("code").map(|c| c.trim().to_ascii_lowercase());
     let rows = conn
-        .orders_where(
-            &format!("user_id = ?1 AND status IN {statuses} ORDER BY id DESC"),
-            &[&cx.user()],
-        )
+        .orders(if open {
+            Orders::LiveOfUser(cx.user())
+        } else {
+            Orders::DoneOfUser(cx.user())
+        })
         .map_err(sql)?;
     Ok(Value::Array(
         rows.iter()
@@ -294,16 +290,12 @@ fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
         let result = match kind.as_str() {
             "balance" => balances_of(&conn, market, key, &exchange).map_err(sql)?,
             "trades" => {
-                let rows = conn
-                    .orders_where("apikey_id = ?1 ORDER BY id DESC", &[&key])
-                    .map_err(sql)?;
+                let rows = conn.orders(Orders::OfKey(key)).map_err(sql)?;
                 Value::Array(rows.iter().flat_map(|o| o.trades.clone()).collect())
             }
             k => {
                 let open = k == "open_orders";
-                let rows = conn
-                    .orders_where("apikey_id = ?1 ORDER BY id DESC", &[&key])
-                    .map_err(sql)?;
+                let rows = conn.orders(Orders::OfKey(key)).map_err(sql)?;
                 Value::Array(
                     rows.iter()
                         .filter(|o| o.is_live() == open)
@@ -460,9 +452,7 @@ fn delete_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
         .map_err(db)?;
     let conn = store.paper();
     // Orders of a deleted key could never be managed again: the exchange cancels them.
-    let live = conn
-        .orders_where("apikey_id = ?1 AND status IN ('pending', 'open')", &[&id])
-        .map_err(sql)?;
+    let live = conn.orders(Orders::LiveOfKey(id)).map_err(sql)?;
     let cancelled = live.len();
     for mut o in live {
         cancel(&conn, &mut o, cx.now()).map_err(sql)?;

@@ -52,7 +52,7 @@ pub(crate) fn running_strategies(
     store: &Store,
     user_id: i64,
 ) -> Result<u64, crate::store::StoreError> {
-    Ok(store.paper().running_strategies(user_id)?)
+    store.paper().running_strategies(user_id)
 }
 
 const PATHS: &[&str] = &[

@@ -8,8 +8,7 @@ use trading_model::orders::{Fill, summarize, take};
 
 use super::balances::{ensure_balances, key_problem};
 use super::call_context::{iso, num};
-use crate::context::ms;
-use crate::store::{NewOrder, Order, PaperDb, Store};
+use crate::store::{NewOrder, Order, Orders, PaperDb, Store, StoreError};
 
 /// Most book snapshots a resting order is checked against per tick (one per second; a
 /// longer gap is sampled evenly so a jump of days stays cheap).
@@ -76,7 +75,7 @@ fn apply_fills(
     o: &mut Order,
     fills: &[Fill],
     t: u64,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     let Some(sym) = market.symbol(&o.code) else {
         return Ok(());
     };
@@ -118,7 +117,7 @@ fn apply_fills(
 /// Sends a pending order at its send time `t`: the key is re-checked, balances must cover
 /// it, a market order takes what the book holds (the rest is cancelled, as
 /// immediate-or-cancel), a limit order takes what crosses and rests.
-fn send(conn: &PaperDb<'_>, market: &Market, o: &mut Order, t: u64) -> rusqlite::Result<()> {
+fn send(conn: &PaperDb<'_>, market: &Market, o: &mut Order, t: u64) -> Result<(), StoreError> {
     let problem = key_problem(conn, o.user_id, o.apikey_id, &o.exchange)?;
     let book = market.book(&o.code, t);
     let (Some(book), Some(sym)) = (book, market.symbol(&o.code)) else {
@@ -185,7 +184,7 @@ fn check_open(
     market: &Market,
     o: &mut Order,
     now: u64,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     let gap = now.saturating_sub(o.due_ms);
     let step = (gap / MAX_STEPS).max(1000);
     let mut t = o.due_ms;
@@ -206,12 +205,9 @@ fn check_open(
 }
 
 /// Sends due pending orders and checks due open ones, oldest first.
-pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Result<()> {
+pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> Result<(), StoreError> {
     let conn = store.paper();
-    let due = conn.orders_where(
-        "status IN ('pending', 'open') AND due_ms <= ?1 ORDER BY due_ms, id",
-        &[&ms(now)],
-    )?;
+    let due = conn.orders(Orders::Due(now))?;
     for mut o in due {
         if o.status == "pending" {
             let t = o.send_ms;
@@ -231,7 +227,7 @@ pub(crate) fn place(
     market: &Market,
     n: &NewOrder<'_>,
     now: u64,
-) -> rusqlite::Result<Order> {
+) -> Result<Order, StoreError> {
     let expire_ms = if n.kind == "limit" && n.expire_after > 0 {
         n.send_ms.saturating_add(n.expire_after)
     } else {
@@ -254,7 +250,7 @@ pub(crate) fn place(
 }
 
 /// Cancels a live order at `t` (logged as a request to its exchange).
-pub(crate) fn cancel(conn: &PaperDb<'_>, o: &mut Order, t: u64) -> rusqlite::Result<()> {
+pub(crate) fn cancel(conn: &PaperDb<'_>, o: &mut Order, t: u64) -> Result<(), StoreError> {
     conn.log_request(
         o.user_id,
         o.apikey_id,
@@ -274,9 +270,9 @@ pub(crate) fn balances_of(
     market: &Market,
     key: i64,
     exchange: &str,
-) -> rusqlite::Result<Value> {
+) -> Result<Value, StoreError> {
     ensure_balances(conn, market, key, exchange)?;
-    let open = conn.orders_where("apikey_id = ?1 AND status = 'open'", &[&key])?;
+    let open = conn.orders(Orders::OpenOfKey(key))?;
     let mut used: std::collections::BTreeMap<String, f64> = Default::default();
     for o in &open {
         let Some(sym) = market.symbol(&o.code) else {

@@ -14,7 +14,7 @@ use trading_model::orders::Position;
 
 use super::call_context::{Cx, iso, num, paged, sql};
 use crate::context::{NO_RECORD, refused};
-use crate::store::Order;
+use crate::store::{Order, Orders};
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     match path {
@@ -66,9 +66,7 @@ fn usd(market: &Market, code: &str, amount: f64, now: u64) -> f64 {
 
 fn account_pnl(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let orders = conn
-        .orders_where("user_id = ?1 ORDER BY id", &[&cx.user()])
-        .map_err(sql)?;
+    let orders = conn.orders(Orders::OfUser(cx.user())).map_err(sql)?;
     let market = &cx.env.market;
     let now = cx.now();
     let mut symbols = Vec::new();
@@ -120,7 +118,7 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     // `0` names the primary account itself; sub-accounts hold no exchange keys in this
     // sandbox, so they have paid no commissions.
     let orders = if sub == "0" {
-        conn.orders_where("user_id = ?1 AND fee > 0 ORDER BY id DESC", &[&cx.user()])
+        conn.orders(Orders::WithFeesOfUser(cx.user()))
             .map_err(sql)?
     } else {
         let id: i64 = sub
@@ -153,9 +151,7 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn recent(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let orders = conn
-        .orders_where("user_id = ?1 ORDER BY id", &[&cx.user()])
-        .map_err(sql)?;
+    let orders = conn.orders(Orders::OfUser(cx.user())).map_err(sql)?;
     let rows: Vec<Value> = fills(&orders)
         .into_iter()
         .rev()
@@ -177,9 +173,7 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let now = cx.now();
     let mut rows = Vec::new();
     for (id, p) in conn.profiles_of(cx.user()).map_err(sql)? {
-        let orders = conn
-            .orders_where("strategy_id = ?1 ORDER BY id", &[&id])
-            .map_err(sql)?;
+        let orders = conn.orders(Orders::OfStrategy(id)).map_err(sql)?;
         let (mut realised, mut fees) = (0.0, 0.0);
         for (code, pos) in positions(&orders) {
             realised += usd(market, &code, pos.realised - pos.fees, now);
@@ -209,12 +203,7 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn import_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let orders = conn
-        .orders_where(
-            "user_id = ?1 AND strategy_id IS NULL ORDER BY id DESC",
-            &[&cx.user()],
-        )
-        .map_err(sql)?;
+    let orders = conn.orders(Orders::ManualOfUser(cx.user())).map_err(sql)?;
     Ok(Value::Array(
         orders.iter().map(|o| o.to_json(&cx.env.market)).collect(),
     ))

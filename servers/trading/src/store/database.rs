@@ -131,10 +131,8 @@ impl Store {
         })
     }
 
-    /// The connection, for the repositories' statements. Feature modules outside the
-    /// store still reach it too (paper trading, the marketplace, account settings): their
-    /// SQL is to move into repositories here.
-    pub(crate) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    /// The connection, for the repositories' statements (never handed out of the store).
+    pub(super) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite half-written (statements are
         // atomic), so a poisoned lock is safe to reuse.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())

@@ -7,7 +7,7 @@ use std::sync::MutexGuard;
 
 use rusqlite::Connection;
 
-use super::database::{Store, unsigned};
+use super::database::{Store, StoreError, unsigned};
 
 /// Tables this module keeps (run at every start; idempotent). Ids start above 1000 like
 /// the records' (several id parameters have a minimum length of 2).
@@ -113,7 +113,7 @@ impl Store {
 
 impl PaperDb<'_> {
     /// When the next delayed or resting order, or running strategy, is due.
-    pub fn next_due_ms(&self) -> rusqlite::Result<Option<u64>> {
+    pub fn next_due_ms(&self) -> Result<Option<u64>, StoreError> {
         let due: Option<i64> = self.conn.query_row(
             "SELECT MIN(t) FROM (
                  SELECT MIN(due_ms) AS t FROM paper_orders WHERE status IN ('pending', 'open')
@@ -123,14 +123,5 @@ impl PaperDb<'_> {
             |r| r.get(0),
         )?;
         Ok(due.map(unsigned))
-    }
-}
-
-// While paper trading's statements move into this repository, the handle still reaches
-// the connection.
-impl std::ops::Deref for PaperDb<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        &self.conn
     }
 }

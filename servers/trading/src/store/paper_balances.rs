@@ -4,7 +4,7 @@
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value};
 
-use super::database::{ms, unsigned};
+use super::database::{StoreError, ms, unsigned};
 use super::paper::PaperDb;
 
 /// One request sent through a key, as logged.
@@ -24,9 +24,12 @@ pub struct Request {
     pub time_ms: u64,
 }
 
+/// Records of one kind as `(id, fields)`.
+pub type FieldRecords = Vec<(i64, Map<String, Value>)>;
+
 impl PaperDb<'_> {
     /// Fields of one of `user`'s exchange keys, read with the caller's connection.
-    pub fn key_fields(&self, user: i64, id: i64) -> rusqlite::Result<Option<Map<String, Value>>> {
+    pub fn key_fields(&self, user: i64, id: i64) -> Result<Option<Map<String, Value>>, StoreError> {
         let text: Option<String> = self.conn
             .query_row(
                 "SELECT fields FROM records WHERE kind = 'exchange_api_key' AND user_id = ?1 AND id = ?2",
@@ -48,7 +51,7 @@ impl PaperDb<'_> {
         request: &str,
         detail: &Value,
         t: u64,
-    ) -> rusqlite::Result<()> {
+    ) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO paper_requests (user_id, apikey_id, exchange, request, detail, time_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -57,7 +60,7 @@ impl PaperDb<'_> {
         Ok(())
     }
 
-    pub fn balance(&self, key: i64, asset: &str) -> rusqlite::Result<f64> {
+    pub fn balance(&self, key: i64, asset: &str) -> Result<f64, StoreError> {
         Ok(self
             .conn
             .query_row(
@@ -69,7 +72,7 @@ impl PaperDb<'_> {
             .unwrap_or(0.0))
     }
 
-    pub fn add_balance(&self, key: i64, asset: &str, delta: f64) -> rusqlite::Result<()> {
+    pub fn add_balance(&self, key: i64, asset: &str, delta: f64) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO paper_balances (apikey_id, asset, amount) VALUES (?1, ?2, ?3)
              ON CONFLICT (apikey_id, asset) DO UPDATE SET amount = amount + ?3",
@@ -79,17 +82,13 @@ impl PaperDb<'_> {
     }
 
     /// Every exchange key of the caller as `(id, fields)`, oldest first.
-    pub fn keys_of(&self, user: i64) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+    pub fn keys_of(&self, user: i64) -> Result<FieldRecords, StoreError> {
         self.records_of("exchange_api_key", user)
     }
 
     /// Every generic record of `kind` of the caller as `(id, fields)`, oldest first; rows
     /// whose fields are not a JSON object are skipped.
-    pub fn records_of(
-        &self,
-        kind: &str,
-        user: i64,
-    ) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+    pub fn records_of(&self, kind: &str, user: i64) -> Result<FieldRecords, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT id, fields FROM records WHERE kind = ?1 AND user_id = ?2 ORDER BY id",
         )?;
@@ -107,7 +106,7 @@ impl PaperDb<'_> {
     }
 
     /// Whether key `key` has paper balances yet.
-    pub fn has_balances(&self, key: i64) -> rusqlite::Result<bool> {
+    pub fn has_balances(&self, key: i64) -> Result<bool, StoreError> {
         let n: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM paper_balances WHERE apikey_id = ?1",
             [key],
@@ -117,7 +116,7 @@ impl PaperDb<'_> {
     }
 
     /// Sets a starting balance of key `key` unless it has one for `asset`.
-    pub fn seed_balance(&self, key: i64, asset: &str, amount: f64) -> rusqlite::Result<()> {
+    pub fn seed_balance(&self, key: i64, asset: &str, amount: f64) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT OR IGNORE INTO paper_balances (apikey_id, asset, amount) VALUES (?1, ?2, ?3)",
             params![key, asset, amount],
@@ -126,14 +125,14 @@ impl PaperDb<'_> {
     }
 
     /// Forgets every paper balance of key `key` (the key was deleted).
-    pub fn delete_balances(&self, key: i64) -> rusqlite::Result<()> {
+    pub fn delete_balances(&self, key: i64) -> Result<(), StoreError> {
         self.conn
             .execute("DELETE FROM paper_balances WHERE apikey_id = ?1", [key])?;
         Ok(())
     }
 
     /// Whether `user` has sub-account `id`.
-    pub fn has_subaccount(&self, user: i64, id: i64) -> rusqlite::Result<bool> {
+    pub fn has_subaccount(&self, user: i64, id: i64) -> Result<bool, StoreError> {
         let n: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM records WHERE kind = 'subaccount' AND user_id = ?1 AND id = ?2",
             params![user, id],
@@ -143,7 +142,7 @@ impl PaperDb<'_> {
     }
 
     /// The newest `limit` requests sent through `user`'s keys, newest first.
-    pub fn requests(&self, user: i64, limit: i64) -> rusqlite::Result<Vec<Request>> {
+    pub fn requests(&self, user: i64, limit: i64) -> Result<Vec<Request>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT id, apikey_id, exchange, request, detail, time_ms FROM paper_requests
              WHERE user_id = ?1 ORDER BY id DESC LIMIT ?2",
@@ -160,18 +159,18 @@ impl PaperDb<'_> {
                     time_ms: unsigned(r.get(5)?),
                 })
             })?
-            .collect();
-        rows
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
     }
 
     /// Every paper balance of key `key` as `(asset, amount)`, by asset.
-    pub fn balances(&self, key: i64) -> rusqlite::Result<Vec<(String, f64)>> {
+    pub fn balances(&self, key: i64) -> Result<Vec<(String, f64)>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT asset, amount FROM paper_balances WHERE apikey_id = ?1 ORDER BY asset",
         )?;
         let rows = stmt
             .query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect();
-        rows
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
     }
 }

@@ -5,7 +5,7 @@ use rusqlite::params;
 use serde_json::Value;
 use trading_model::market::Side;
 
-use super::database::{ms, unsigned};
+use super::database::{StoreError, ms, unsigned};
 use super::paper::PaperDb;
 
 /// A paper order.
@@ -89,24 +89,88 @@ pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Order> {
     })
 }
 
+/// Which paper orders to read, and in which order.
+#[derive(Debug, Clone, Copy)]
+pub enum Orders {
+    /// A user's, oldest first.
+    OfUser(i64),
+    /// A user's that paid a fee, newest first.
+    WithFeesOfUser(i64),
+    /// A user's placed by hand (not by a strategy), newest first.
+    ManualOfUser(i64),
+    /// A user's placed by strategies.
+    OfStrategiesOfUser(i64),
+    /// A user's pending or open ones, newest first.
+    LiveOfUser(i64),
+    /// A user's closed, cancelled, expired or rejected ones, newest first.
+    DoneOfUser(i64),
+    /// A strategy's, oldest first.
+    OfStrategy(i64),
+    /// A strategy's pending or open ones, oldest first.
+    LiveOfStrategy(i64),
+    /// A strategy's flagged ones (left open by a force stop), oldest first.
+    FlaggedOfStrategy(i64),
+    /// An exchange key's, newest first.
+    OfKey(i64),
+    /// An exchange key's pending or open ones.
+    LiveOfKey(i64),
+    /// An exchange key's open ones.
+    OpenOfKey(i64),
+    /// Pending or open ones due at or before this time (ms), soonest first.
+    Due(u64),
+}
+
 impl PaperDb<'_> {
-    pub fn orders_where(
+    /// The orders `which` names.
+    pub fn orders(&self, which: Orders) -> Result<Vec<Order>, StoreError> {
+        let (cond, id) = match which {
+            Orders::OfUser(u) => ("user_id = ?1 ORDER BY id", u),
+            Orders::WithFeesOfUser(u) => ("user_id = ?1 AND fee > 0 ORDER BY id DESC", u),
+            Orders::ManualOfUser(u) => ("user_id = ?1 AND strategy_id IS NULL ORDER BY id DESC", u),
+            Orders::OfStrategiesOfUser(u) => ("user_id = ?1 AND strategy_id IS NOT NULL", u),
+            Orders::LiveOfUser(u) => (
+                "user_id = ?1 AND status IN ('pending', 'open') ORDER BY id DESC",
+                u,
+            ),
+            Orders::DoneOfUser(u) => (
+                "user_id = ?1 AND status IN ('closed', 'canceled', 'expired', 'rejected')
+                 ORDER BY id DESC",
+                u,
+            ),
+            Orders::OfStrategy(s) => ("strategy_id = ?1 ORDER BY id", s),
+            Orders::LiveOfStrategy(s) => (
+                "strategy_id = ?1 AND status IN ('pending', 'open') ORDER BY id",
+                s,
+            ),
+            Orders::FlaggedOfStrategy(s) => ("strategy_id = ?1 AND flagged = 1 ORDER BY id", s),
+            Orders::OfKey(k) => ("apikey_id = ?1 ORDER BY id DESC", k),
+            Orders::LiveOfKey(k) => ("apikey_id = ?1 AND status IN ('pending', 'open')", k),
+            Orders::OpenOfKey(k) => ("apikey_id = ?1 AND status = 'open'", k),
+            Orders::Due(t) => (
+                "status IN ('pending', 'open') AND due_ms <= ?1 ORDER BY due_ms, id",
+                ms(t),
+            ),
+        };
+        self.orders_where(cond, &[&id])
+    }
+
+    fn orders_where(
         &self,
         cond: &str,
         args: &[&dyn rusqlite::ToSql],
-    ) -> rusqlite::Result<Vec<Order>> {
+    ) -> Result<Vec<Order>, StoreError> {
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT {COLS} FROM paper_orders WHERE {cond}"))?;
         let rows = stmt.query_map(args, from_row)?;
-        rows.collect()
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
-    pub fn order_by_id(&self, id: i64) -> rusqlite::Result<Option<Order>> {
+    pub fn order_by_id(&self, id: i64) -> Result<Option<Order>, StoreError> {
         Ok(self.orders_where("id = ?1", &[&id])?.into_iter().next())
     }
 
-    pub fn save(&self, o: &Order) -> rusqlite::Result<()> {
+    pub fn save(&self, o: &Order) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE paper_orders SET status = ?2, due_ms = ?3, done_ms = ?4, filled = ?5, cost = ?6,
                  fee = ?7, trades = ?8, flagged = ?9, checks = ?10 WHERE id = ?1",
@@ -127,16 +191,16 @@ impl PaperDb<'_> {
     }
 
     /// How many orders strategy `strategy` has placed.
-    pub fn orders_of_strategy_count(&self, strategy: i64) -> rusqlite::Result<i64> {
-        self.conn.query_row(
+    pub fn orders_of_strategy_count(&self, strategy: i64) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
             "SELECT COUNT(*) FROM paper_orders WHERE strategy_id = ?1",
             [strategy],
             |r| r.get(0),
-        )
+        )?)
     }
 
     /// Flags the live orders of `strategy` (left open by a force stop).
-    pub fn flag_live_orders(&self, strategy: i64) -> rusqlite::Result<()> {
+    pub fn flag_live_orders(&self, strategy: i64) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE paper_orders SET flagged = 1
              WHERE strategy_id = ?1 AND status IN ('pending', 'open')",
@@ -146,7 +210,7 @@ impl PaperDb<'_> {
     }
 
     /// Detaches the orders of a deleted strategy (the exchange keeps them).
-    pub fn release_orders(&self, strategy: i64) -> rusqlite::Result<()> {
+    pub fn release_orders(&self, strategy: i64) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE paper_orders SET strategy_id = NULL, flagged = 0 WHERE strategy_id = ?1",
             [strategy],
@@ -155,7 +219,7 @@ impl PaperDb<'_> {
     }
 
     /// Clears an order's flag after a re-check and counts the check.
-    pub fn mark_rechecked(&self, order: i64) -> rusqlite::Result<()> {
+    pub fn mark_rechecked(&self, order: i64) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE paper_orders SET flagged = 0, checks = checks + 1 WHERE id = ?1",
             [order],
@@ -164,12 +228,12 @@ impl PaperDb<'_> {
     }
 
     /// Orders placed through key `key` by hand (not by a strategy).
-    pub fn manual_order_count(&self, key: i64) -> rusqlite::Result<i64> {
-        self.conn.query_row(
+    pub fn manual_order_count(&self, key: i64) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
             "SELECT COUNT(*) FROM paper_orders WHERE apikey_id = ?1 AND strategy_id IS NULL",
             [key],
             |r| r.get(0),
-        )
+        )?)
     }
 }
 
@@ -196,7 +260,7 @@ impl PaperDb<'_> {
         n: &NewOrder<'_>,
         expire_ms: u64,
         now: u64,
-    ) -> rusqlite::Result<Order> {
+    ) -> Result<Order, StoreError> {
         self.conn.execute(
             "INSERT INTO paper_orders (user_id, apikey_id, exchange, code, type, side, amount,
                  price, status, created_ms, send_ms, expire_ms, due_ms, done_ms, filled, cost,
@@ -220,12 +284,13 @@ impl PaperDb<'_> {
             ],
         )?;
         let id = self.conn.last_insert_rowid();
-        self.order_by_id(id)?
-            .ok_or(rusqlite::Error::QueryReturnedNoRows)
+        Ok(self
+            .order_by_id(id)?
+            .ok_or(rusqlite::Error::QueryReturnedNoRows)?)
     }
 
     /// Sets an order's client id (the exchange's own when the caller gave none).
-    pub fn set_client_id(&self, id: i64, client_id: &str) -> rusqlite::Result<()> {
+    pub fn set_client_id(&self, id: i64, client_id: &str) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE paper_orders SET client_id = ?2 WHERE id = ?1",
             params![id, client_id],

@@ -5,8 +5,9 @@ use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value};
 use trading_model::strategy::State;
 
-use super::database::{ms, unsigned};
+use super::database::{StoreError, ms, unsigned};
 use super::paper::PaperDb;
+use super::paper_balances::FieldRecords;
 use super::paper_orders::{COLUMNS, Order, from_row, prefixed_cols};
 
 /// The strategy row of a profile.
@@ -40,6 +41,20 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<StrategyRow> {
 const ROW_COLS: &str =
     "id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note";
 
+/// A strategy profile's fields and its creation time.
+pub type StoredProfile = (Map<String, Value>, u64);
+
+/// Which strategy rows to read.
+#[derive(Debug, Clone, Copy)]
+pub enum Strategies {
+    /// A user's running strategies, by id.
+    RunningOfUser(i64),
+    /// A user's running strategies other than this one.
+    RunningOfUserExcept(i64, i64),
+    /// Running strategies due at or before this time (ms), soonest first.
+    Due(u64),
+}
+
 /// A strategy transaction as stored, with the order it recorded.
 #[derive(Debug, Clone)]
 pub struct StoredTransaction {
@@ -56,19 +71,36 @@ pub struct StoredTransaction {
 }
 
 impl PaperDb<'_> {
-    pub fn rows_where(
+    /// The strategy rows `which` names.
+    pub fn strategies(&self, which: Strategies) -> Result<Vec<StrategyRow>, StoreError> {
+        match which {
+            Strategies::RunningOfUser(u) => {
+                self.rows_where("user_id = ?1 AND state = 'running' ORDER BY id", &[&u])
+            }
+            Strategies::RunningOfUserExcept(u, id) => self.rows_where(
+                "user_id = ?1 AND state = 'running' AND id != ?2",
+                &[&u, &id],
+            ),
+            Strategies::Due(t) => self.rows_where(
+                "state = 'running' AND next_due_ms <= ?1 ORDER BY next_due_ms, id",
+                &[&ms(t)],
+            ),
+        }
+    }
+
+    fn rows_where(
         &self,
         cond: &str,
         args: &[&dyn rusqlite::ToSql],
-    ) -> rusqlite::Result<Vec<StrategyRow>> {
+    ) -> Result<Vec<StrategyRow>, StoreError> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT {ROW_COLS} FROM paper_strategies WHERE {cond}"
         ))?;
         let rows = stmt.query_map(args, row_from)?;
-        rows.collect()
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
-    pub fn save_row(&self, r: &StrategyRow) -> rusqlite::Result<()> {
+    pub fn save_row(&self, r: &StrategyRow) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO paper_strategies (id, user_id, state, started_ms, next_due_ms, slice, position, stopped_ms, note)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -90,7 +122,7 @@ impl PaperDb<'_> {
     }
 
     /// The row of profile `id` (a fresh stopped one when it never ran).
-    pub fn row_of(&self, user: i64, id: i64) -> rusqlite::Result<StrategyRow> {
+    pub fn row_of(&self, user: i64, id: i64) -> Result<StrategyRow, StoreError> {
         Ok(self
             .rows_where("id = ?1 AND user_id = ?2", &[&id, &user])?
             .into_iter()
@@ -108,11 +140,7 @@ impl PaperDb<'_> {
             }))
     }
 
-    pub fn profile(
-        &self,
-        user: i64,
-        id: i64,
-    ) -> rusqlite::Result<Option<(Map<String, Value>, u64)>> {
+    pub fn profile(&self, user: i64, id: i64) -> Result<Option<StoredProfile>, StoreError> {
         let row: Option<(String, i64)> = self.conn
             .query_row(
                 "SELECT fields, created_ms FROM records WHERE kind = 'strategy_profile' AND user_id = ?1 AND id = ?2",
@@ -126,12 +154,12 @@ impl PaperDb<'_> {
         }))
     }
 
-    pub fn profiles_of(&self, user: i64) -> rusqlite::Result<Vec<(i64, Map<String, Value>)>> {
+    pub fn profiles_of(&self, user: i64) -> Result<FieldRecords, StoreError> {
         self.records_of("strategy_profile", user)
     }
 
     /// Running strategies of `user_id`.
-    pub fn running_strategies(&self, user_id: i64) -> rusqlite::Result<u64> {
+    pub fn running_strategies(&self, user_id: i64) -> Result<u64, StoreError> {
         let n: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM paper_strategies WHERE user_id = ?1 AND state = 'running'",
             [user_id],
@@ -141,7 +169,7 @@ impl PaperDb<'_> {
     }
 
     /// Forgets strategy `id`'s row.
-    pub fn delete_strategy(&self, id: i64) -> rusqlite::Result<()> {
+    pub fn delete_strategy(&self, id: i64) -> Result<(), StoreError> {
         self.conn
             .execute("DELETE FROM paper_strategies WHERE id = ?1", [id])?;
         Ok(())
@@ -156,7 +184,7 @@ impl PaperDb<'_> {
         order: i64,
         fields: &Value,
         t: u64,
-    ) -> rusqlite::Result<()> {
+    ) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO paper_transactions (user_id, strategy_id, order_id, fields, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -166,24 +194,29 @@ impl PaperDb<'_> {
     }
 
     /// Deletes strategy `strategy`'s transactions; returns how many.
-    pub fn delete_transactions(&self, strategy: i64) -> rusqlite::Result<usize> {
-        self.conn.execute(
+    pub fn delete_transactions(&self, strategy: i64) -> Result<usize, StoreError> {
+        Ok(self.conn.execute(
             "DELETE FROM paper_transactions WHERE strategy_id = ?1",
             [strategy],
-        )
+        )?)
     }
 
     /// How many transactions strategy `strategy` has.
-    pub fn transaction_count(&self, strategy: i64) -> rusqlite::Result<i64> {
-        self.conn.query_row(
+    pub fn transaction_count(&self, strategy: i64) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
             "SELECT COUNT(*) FROM paper_transactions WHERE strategy_id = ?1",
             [strategy],
             |r| r.get(0),
-        )
+        )?)
     }
 
     /// Stores a strategy's overview in its profile (answered with the profile).
-    pub fn set_profile_overview(&self, id: i64, overview: Value, now: u64) -> rusqlite::Result<()> {
+    pub fn set_profile_overview(
+        &self,
+        id: i64,
+        overview: Value,
+        now: u64,
+    ) -> Result<(), StoreError> {
         let text: Option<String> = self
             .conn
             .query_row(
@@ -214,7 +247,7 @@ impl PaperDb<'_> {
         filled_only: bool,
         limit: u64,
         offset: u64,
-    ) -> rusqlite::Result<(Vec<StoredTransaction>, u64)> {
+    ) -> Result<(Vec<StoredTransaction>, u64), StoreError> {
         const WHERE: &str = "FROM paper_transactions t JOIN paper_orders o ON o.id = t.order_id
              WHERE t.user_id = ?1 AND (?2 IS NULL OR t.strategy_id = ?2)
                  AND (?3 IS NULL OR o.code = ?3) AND (?4 = 0 OR o.filled > 0)";
@@ -258,12 +291,12 @@ impl PaperDb<'_> {
     }
 
     /// How many strategy transactions `user` has.
-    pub fn user_transaction_count(&self, user: i64) -> rusqlite::Result<i64> {
-        self.conn.query_row(
+    pub fn user_transaction_count(&self, user: i64) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
             "SELECT COUNT(*) FROM paper_transactions WHERE user_id = ?1",
             [user],
             |r| r.get(0),
-        )
+        )?)
     }
 }
 
@@ -284,7 +317,7 @@ pub struct Export {
 
 impl PaperDb<'_> {
     /// `user`'s exports (or only export `id`), newest first.
-    pub fn exports(&self, user: i64, id: Option<i64>) -> rusqlite::Result<Vec<Export>> {
+    pub fn exports(&self, user: i64, id: Option<i64>) -> Result<Vec<Export>, StoreError> {
         let mut stmt = self.conn.prepare(
         "SELECT id, system, type, symbol, rows, filename, content, created_ms, ready_ms, expires_ms
          FROM paper_exports WHERE user_id = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY id DESC",
@@ -303,11 +336,11 @@ impl PaperDb<'_> {
                 expires: unsigned(r.get(9)?),
             })
         })?;
-        rows.collect()
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
     /// Records an export being prepared; returns its id.
-    pub fn insert_export(&self, user: i64, e: &Export) -> rusqlite::Result<i64> {
+    pub fn insert_export(&self, user: i64, e: &Export) -> Result<i64, StoreError> {
         self.conn.execute(
             "INSERT INTO paper_exports (user_id, system, type, symbol, rows, filename, content,
                  created_ms, ready_ms, expires_ms)
@@ -329,7 +362,7 @@ impl PaperDb<'_> {
     }
 
     /// Names an export's file (its name carries its id).
-    pub fn set_export_filename(&self, id: i64, filename: &str) -> rusqlite::Result<()> {
+    pub fn set_export_filename(&self, id: i64, filename: &str) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE paper_exports SET filename = ?2 WHERE id = ?1",
             params![id, filename],

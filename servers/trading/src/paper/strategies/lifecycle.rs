@@ -12,7 +12,7 @@ use crate::context::refused;
 use crate::paper::balances::key_problem;
 use crate::paper::call_context::{Cx, num, sql};
 use crate::paper::orders::cancel;
-use crate::store::{Order, PaperDb};
+use crate::store::{Order, Orders, PaperDb, StoreError, Strategies};
 
 /// Applies the state machine's effects; returns the number of transactions deleted.
 pub(crate) fn apply_effects(
@@ -21,7 +21,7 @@ pub(crate) fn apply_effects(
     user: i64,
     effects: &[Effect],
     now: u64,
-) -> rusqlite::Result<usize> {
+) -> Result<usize, StoreError> {
     let mut removed = 0;
     for e in effects {
         match e {
@@ -61,11 +61,8 @@ pub(crate) fn apply_effects(
     Ok(removed)
 }
 
-pub(crate) fn live_orders(conn: &PaperDb<'_>, strategy: i64) -> rusqlite::Result<Vec<Order>> {
-    conn.orders_where(
-        "strategy_id = ?1 AND status IN ('pending', 'open') ORDER BY id",
-        &[&strategy],
-    )
+pub(crate) fn live_orders(conn: &PaperDb<'_>, strategy: i64) -> Result<Vec<Order>, StoreError> {
+    conn.orders(Orders::LiveOfStrategy(strategy))
 }
 
 pub(crate) fn plan_num(plan: &Value, path: &[&str]) -> Option<f64> {
@@ -84,7 +81,7 @@ fn start_refusal(
     id: i64,
     p: &Map<String, Value>,
     plan: &Value,
-) -> rusqlite::Result<Option<(&'static str, String)>> {
+) -> Result<Option<(&'static str, String)>, StoreError> {
     let codes = Profile::new(p).list("executable_codes");
     if Profile::new(p).text("algorithm_id").is_empty() || codes.is_empty() {
         return Ok(Some((
@@ -93,10 +90,7 @@ fn start_refusal(
         )));
     }
     let running = conn
-        .rows_where(
-            "user_id = ?1 AND state = 'running' AND id != ?2",
-            &[&user, &id],
-        )?
+        .strategies(Strategies::RunningOfUserExcept(user, id))?
         .len();
     if let Some(max) = plan_num(plan, &["strategies", "maximum", "strategies"]) {
         if running as f64 >= max {
@@ -228,9 +222,7 @@ pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
     }
     let mut rechecked = Vec::new();
     if effects.contains(&Effect::RecheckOrders) {
-        let flagged = conn
-            .orders_where("strategy_id = ?1 AND flagged = 1 ORDER BY id", &[&id])
-            .map_err(sql)?;
+        let flagged = conn.orders(Orders::FlaggedOfStrategy(id)).map_err(sql)?;
         for o in flagged {
             conn.log_request(
                 o.user_id,
@@ -261,7 +253,7 @@ pub(crate) fn apply_stop(
     id: i64,
     effects: &[Effect],
     note: &str,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     let conn = cx.store().paper();
     stop_locked(&conn, cx.user(), id, effects, note, cx.now())
 }
@@ -273,7 +265,7 @@ pub(crate) fn stop_locked(
     effects: &[Effect],
     note: &str,
     now: u64,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     apply_effects(conn, id, user, effects, now)?;
     let mut row = conn.row_of(user, id)?;
     row.state = State::Stopped;
@@ -287,8 +279,8 @@ pub(crate) fn stop_locked(
     Ok(())
 }
 
-fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> rusqlite::Result<Value> {
-    let orders = conn.orders_where("strategy_id = ?1", &[&id])?;
+fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> Result<Value, StoreError> {
+    let orders = conn.orders(Orders::OfStrategy(id))?;
     let tx = conn.transaction_count(id)?;
     let count = |s: &str| orders.iter().filter(|o| o.status == s).count();
     Ok(json!({
@@ -344,11 +336,8 @@ pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let force = cx.valid.boolean("force").unwrap_or(false);
     let running = {
         let conn = cx.store().paper();
-        conn.rows_where(
-            "user_id = ?1 AND state = 'running' ORDER BY id",
-            &[&cx.user()],
-        )
-        .map_err(sql)?
+        conn.strategies(Strategies::RunningOfUser(cx.user()))
+            .map_err(sql)?
     };
     let mut stopped = Vec::new();
     for r in running {

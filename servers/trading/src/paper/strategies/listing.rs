@@ -12,14 +12,14 @@ use super::rows::own_profile;
 
 use crate::context::refused;
 use crate::paper::call_context::{Cx, num, paged, sql, text};
-use crate::store::{Order, PaperDb, StrategyRow};
+use crate::store::{Order, Orders, PaperDb, StoreError, StrategyRow};
 
 pub(crate) fn describe(
     conn: &PaperDb<'_>,
     id: i64,
     p: &Map<String, Value>,
     r: &StrategyRow,
-) -> rusqlite::Result<Value> {
+) -> Result<Value, StoreError> {
     let alg: u32 = Profile::new(p)
         .text("algorithm_id")
         .trim()
@@ -210,7 +210,7 @@ pub(crate) fn transactions(
     market: &Market,
     user: i64,
     q: &TxQuery<'_>,
-) -> rusqlite::Result<(Vec<(i64, Value)>, u64)> {
+) -> Result<(Vec<(i64, Value)>, u64), StoreError> {
     let (rows, total) =
         conn.transaction_page(user, q.strategy, q.code, q.filled_only, q.limit, q.offset)?;
     let out = rows
@@ -258,7 +258,7 @@ pub(crate) fn overview(cx: &Cx<'_>) -> Result<Value, ApiError> {
     }
     let tx = conn.user_transaction_count(cx.user()).map_err(sql)?;
     let orders = conn
-        .orders_where("user_id = ?1 AND strategy_id IS NOT NULL", &[&cx.user()])
+        .orders(Orders::OfStrategiesOfUser(cx.user()))
         .map_err(sql)?;
     Ok(json!({
         "active": active,

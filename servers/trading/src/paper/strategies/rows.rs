@@ -8,12 +8,16 @@ use trading_model::strategy_profile::Profile;
 
 use crate::context::{NO_RECORD, refused};
 use crate::paper::call_context::{Cx, sql};
-use crate::store::{Store, StrategyRow};
+use crate::store::{Store, StoreError, Strategies, StrategyRow};
 
 /// Running strategies of `user` whose executables use exchange key `key`.
-pub(crate) fn running_using_key(store: &Store, user: i64, key: i64) -> rusqlite::Result<Vec<i64>> {
+pub(crate) fn running_using_key(
+    store: &Store,
+    user: i64,
+    key: i64,
+) -> Result<Vec<i64>, StoreError> {
     let conn = store.paper();
-    let running = conn.rows_where("user_id = ?1 AND state = 'running'", &[&user])?;
+    let running = conn.strategies(Strategies::RunningOfUser(user))?;
     let mut out = Vec::new();
     for r in running {
         if let Some((p, _)) = conn.profile(user, r.id)? {

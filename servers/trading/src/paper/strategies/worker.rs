@@ -9,22 +9,18 @@ use trading_model::strategy::{
 use trading_model::strategy_profile::{Profile, number_at};
 
 use super::lifecycle::{plan_num, stop_locked};
-use crate::context::ms;
 use crate::paper::call_context::{iso, text};
 use crate::paper::orders::place;
 use crate::store::NewOrder;
-use crate::store::{PaperDb, Store, StrategyRow};
+use crate::store::{PaperDb, Store, StoreError, Strategies, StrategyRow};
 
 /// Slices one tick runs per strategy at most (a clock jump of days is caught up over
 /// several ticks instead of stalling one request).
 const MAX_SLICES_PER_TICK: u64 = 2_000;
 
 /// Runs every due slice of every running strategy, each at its own scheduled time.
-pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> rusqlite::Result<()> {
-    let due = store.paper().rows_where(
-        "state = 'running' AND next_due_ms <= ?1 ORDER BY next_due_ms, id",
-        &[&ms(now)],
-    )?;
+pub(crate) fn run_due(store: &Store, market: &Market, now: u64) -> Result<(), StoreError> {
+    let due = store.paper().strategies(Strategies::Due(now))?;
     for mut r in due {
         let plan = match store.user(r.user_id) {
             Ok(Some(u)) => trading_model::plans::plan_details(&u.plan),
@@ -76,7 +72,7 @@ fn run_slice(
     p: &Map<String, Value>,
     t: u64,
     now: u64,
-) -> rusqlite::Result<String> {
+) -> Result<String, StoreError> {
     let ccodes = Profile::new(p).list("condition_codes");
     let noconditions = matches!(p.get("noconditions"), Some(Value::Bool(true)))
         || matches!(p.get("noconditions"), Some(Value::String(s)) if s == "true" || s == "1");
