@@ -5,6 +5,7 @@
   module when it defines items of its own, such as a struct other modules use);
 - for the crates in FILE_LEVEL, no import cycle between any two source files either (a
   `mod.rs` that declares a child and the child that uses the `mod.rs`'s items count);
+- for the crates in DATA_LAYER, no file outside the data layer uses the database crate;
 - no source file over MAX_LINES lines (or the crate's own limit in LIMITS; generated
   protobuf code excepted).
 
@@ -23,6 +24,9 @@ DEFAULT_CRATES = ["ratelimit-core", "servers/ratelimit", "servers/trading"]
 LIMITS = {"servers/trading": 600}
 # Crates checked for cycles between files, not only between top-level modules.
 FILE_LEVEL = {"servers/trading"}
+# Crates whose SQL belongs to one data layer: no file outside that folder may use the
+# database crate.
+DATA_LAYER = {"servers/trading": ("src/store/", "rusqlite")}
 GENERATED = ("src/pb/",)
 
 
@@ -264,10 +268,24 @@ def file_cycles(crate):
     return problems
 
 
+def outside_data_layer(crate):
+    """Files of `crate` outside its data layer that use the database crate."""
+    folder, marker = DATA_LAYER[crate]
+    problems = []
+    for path in sorted((Path(crate) / "src").rglob("*.rs")):
+        rel = str(path.relative_to(crate))
+        if rel.startswith(folder):
+            continue
+        if re.search(rf"\b{marker}\b", strip_comments(path.read_text())):
+            problems.append(f"{path}: uses {marker} outside {crate}/{folder}")
+    return problems
+
+
 def main():
     crates = sys.argv[1:] or DEFAULT_CRATES
     problems = [p for c in crates for p in check_crate(c)]
     problems += [p for c in crates if c in FILE_LEVEL for p in file_cycles(c)]
+    problems += [p for c in crates if c in DATA_LAYER for p in outside_data_layer(c)]
     for p in problems:
         print(p)
     if problems:
