@@ -132,14 +132,14 @@ pub(super) fn spreadsheet(rows: &[Vec<String>], sheet: &str) -> String {
         xml_escape(sheet)
     ));
     for r in rows {
-        out.push_str("   <StrategyRow>");
+        out.push_str("   <Row>");
         for f in r {
             out.push_str(&format!(
                 "<Cell><Data ss:Type=\"String\">{}</Data></Cell>",
                 xml_escape(f)
             ));
         }
-        out.push_str("</StrategyRow>\n");
+        out.push_str("</Row>\n");
     }
     out.push_str("  </Table>\n </Worksheet>\n</Workbook>\n");
     out
@@ -332,5 +332,7 @@ mod tests {
     fn spreadsheet_escapes() {
         let x = spreadsheet(&[vec!["<a&b>".into()]], "s");
         assert!(x.contains("&lt;a&amp;b&gt;"));
+        // SpreadsheetML 2003 names its rows `Row`.
+        assert!(x.contains("<Row><Cell>") && x.contains("</Row>"), "{x}");
     }
 }
