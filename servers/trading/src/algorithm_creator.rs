@@ -8,8 +8,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, Valid};
 
-use crate::context::{RequestContext, caller_of};
-use crate::context::{db, id_param, opt_id, refused};
+use crate::context::{RequestContext, caller_of, db, id_param, opt_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
 

@@ -3,8 +3,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, Valid};
 
-use crate::context::{RequestContext, caller_of, round};
-use crate::context::{db, id_param, refused};
+use crate::context::{RequestContext, caller_of, db, id_param, refused, round};
 use crate::resources::answer;
 
 /// Endpoints answered here.

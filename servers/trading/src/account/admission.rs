@@ -4,13 +4,11 @@
 
 use serde_json::{Map, Value, json};
 use trading_model::ApiError;
-
 use trading_model::plans::{subaccount_api_access, tier};
 
 use super::answers::{forbidden, text};
 use super::user_settings::settings_of;
-use crate::context::db;
-use crate::context::{Caller, SubCaller};
+use crate::context::{Caller, SubCaller, db};
 use crate::store::{KeyRecord, Store};
 
 /// Sub-account history entries kept per account.

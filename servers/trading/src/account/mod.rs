@@ -18,14 +18,11 @@ mod wallets;
 pub(crate) use admission::admit;
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
-
 use trading_model::plans::{PACKAGES, package_json};
 use trading_model::wallets::{confirmations, fmt_units, min_deposit};
+use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
-use crate::context::db;
-use crate::context::id_param;
-use crate::context::{Caller, RequestContext};
+use crate::context::{Caller, RequestContext, db, id_param};
 use crate::resources::answer;
 use answers::{WHOLE, list, no_record, paging};
 use servers::{add_drivetime, disable_server, enable_server, server_types, speed_test};

@@ -2,15 +2,12 @@
 //! and the seeded latency model of the speed test.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
-
 use trading_model::plans::{REGIONS, plan_details, tier};
+use trading_model::{ApiError, Valid};
 
 use super::answers::{no_record, text};
 use super::subscriptions::{fmt_cents, invoice};
-use crate::context::db;
-use crate::context::{Caller, RequestContext};
-use crate::context::{id_param, refused};
+use crate::context::{Caller, RequestContext, db, id_param, refused};
 use crate::resources::answer;
 use crate::store::Store;
 

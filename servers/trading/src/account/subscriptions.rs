@@ -4,14 +4,12 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
-
 use trading_model::plans::{CUSTOM, PACKAGES, package_json, plan_details, tier};
 use trading_model::wallets::parse_units;
+use trading_model::{ApiError, Valid};
 
 use super::answers::{no_record, text};
-use crate::context::{Caller, db};
-use crate::context::{id_param, refused};
+use crate::context::{Caller, db, id_param, refused};
 use crate::resources::answer;
 use crate::store::{Record, Store};
 

@@ -1,14 +1,11 @@
 //! User settings, security settings, sessions (listing and revoking keys) and referrals.
 
 use serde_json::{Map, Value, json};
+use trading_model::plans::{plan_details, tier};
 use trading_model::{ApiError, Page, Valid};
 
-use trading_model::plans::{plan_details, tier};
-
-use super::answers::forbidden;
-use super::answers::{no_record, page_json};
-use crate::context::refused;
-use crate::context::{Caller, db};
+use super::answers::{forbidden, no_record, page_json};
+use crate::context::{Caller, db, refused};
 use crate::store::{Session, Store};
 
 pub(crate) fn settings_of(store: &Store, user: i64) -> Result<Map<String, Value>, ApiError> {

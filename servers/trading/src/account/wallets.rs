@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
-
 use trading_model::wallets::{WALLETS, fmt_units, parse_units, wallet};
+use trading_model::{ApiError, Valid};
 
 use super::answers::text;
 use super::servers::{hash_str, mix};

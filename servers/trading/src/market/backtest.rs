@@ -7,8 +7,7 @@ use trading_model::market::{Market, ORIGIN_S, Symbol};
 use trading_model::{ApiError, Valid};
 
 use super::answers::{r8, unknown_exchange};
-use crate::context::RequestContext;
-use crate::context::{refused, refused_with};
+use crate::context::{RequestContext, refused, refused_with};
 
 /// Most book snapshots (one a second) per `orderbook-data` call: one hour.
 pub(super) const MAX_SNAPSHOTS: u64 = 3600;

@@ -14,8 +14,7 @@ use trading_model::market::news::{
 use trading_model::{ApiError, Valid};
 
 use super::answers::unknown_code;
-use crate::context::RequestContext;
-use crate::context::{refused, refused_with};
+use crate::context::{RequestContext, refused, refused_with};
 
 /// Days of news the archive keeps.
 pub(super) const ARCHIVE_DAYS: u64 = 60;

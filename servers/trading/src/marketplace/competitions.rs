@@ -4,8 +4,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Valid};
 
-use crate::context::id_param;
-use crate::context::{RequestContext, db, refused, round};
+use crate::context::{RequestContext, db, id_param, refused, round};
 
 /// Answers `competitions/*`.
 pub(super) fn call(

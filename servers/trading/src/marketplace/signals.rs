@@ -11,8 +11,7 @@ use serde_json::{Map, Value, json};
 use trading_model::signal_payload::CUSTOM_FIELDS;
 use trading_model::{ApiError, Endpoint, Page, Valid};
 
-use crate::context::{RequestContext, round};
-use crate::context::{db, id_param, opt_id, refused};
+use crate::context::{RequestContext, db, id_param, opt_id, refused, round};
 use crate::store::{Iteration, Signal};
 
 /// How long after it happens an iteration opening or closing becomes visible to other

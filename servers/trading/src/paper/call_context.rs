@@ -4,8 +4,7 @@
 use serde_json::{Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
-use crate::context::{Caller, RequestContext};
-use crate::context::{NO_RECORD, refused};
+use crate::context::{Caller, NO_RECORD, RequestContext, refused};
 use crate::store::Store;
 
 /// One call as the handlers see it.

@@ -9,11 +9,9 @@ use trading_model::strategy::{Event, State, transition};
 
 use super::balances::key_problem;
 use super::call_context::{Cx, db, iso, sql};
-use super::orders::balances_of;
-use super::orders::{cancel, place};
+use super::orders::{balances_of, cancel, place};
 use crate::context::{NO_RECORD, refused};
-use crate::store::NewOrder;
-use crate::store::{Order, Orders, PaperDb};
+use crate::store::{NewOrder, Order, Orders, PaperDb};
 
 /// Predefined `exchange-query/create-query` types.
 const QUERY_TYPES: [&str; 4] = ["balance", "open_orders", "closed_orders", "trades"];

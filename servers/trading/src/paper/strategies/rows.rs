@@ -2,7 +2,6 @@
 //! written in SQLite.
 
 use serde_json::{Map, Value};
-
 use trading_model::ApiError;
 use trading_model::strategy_profile::Profile;
 

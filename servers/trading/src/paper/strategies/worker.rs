@@ -11,8 +11,7 @@ use trading_model::strategy_profile::{Profile, number_at};
 use super::lifecycle::{plan_num, stop_locked};
 use crate::paper::call_context::{iso, text};
 use crate::paper::orders::place;
-use crate::store::NewOrder;
-use crate::store::{PaperDb, Store, StoreError, Strategies, StrategyRow};
+use crate::store::{NewOrder, PaperDb, Store, StoreError, Strategies, StrategyRow};
 
 /// Slices one tick runs per strategy at most (a clock jump of days is caught up over
 /// several ticks instead of stalling one request).
