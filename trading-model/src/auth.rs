@@ -3,8 +3,9 @@
 //! Wire format (headers `Key` and `Authorization`): the token is
 //! `b64url(header) "." b64url(payload) "." b64url(HMAC-SHA256(secret, first two parts))`
 //! with payload `{"nonce": N}`. The MAC is checked over the bytes as received, so clients
-//! may serialise JSON however they like. Nonces have 17 to 20 digits, must grow strictly
-//! per key and may not run more than 60 s ahead of the server clock.
+//! may serialise JSON however they like. Nonces have 17 to 20 digits, are read as times
+//! and are accepted once each per key within a window ([`crate::replay`]); none may run
+//! more than 60 s ahead of the server clock.
 //!
 //! The original signs only the nonce, so a captured token works against any endpoint and
 //! body until the client uses a newer nonce. Strict mode (a per-key flag) closes that: the
@@ -12,7 +13,7 @@
 //! raw query string), `b` (hex SHA-256 of the raw body) and `ts` (milliseconds, within
 //! 60 s of the server clock).
 //!
-//! Everything here is pure: the secret, the last nonce seen and the time are arguments.
+//! Everything here is pure: the secret and the time are arguments.
 
 use base64::Engine;
 use base64::engine::DecodePaddingMode;
@@ -59,9 +60,12 @@ pub enum AuthError {
     /// The nonce is not 17 to 20 digits: 2012.
     #[error("Nonce incorrectly formatted")]
     NonceFormat,
-    /// The nonce is not above the last accepted one: 2011.
+    /// The nonce is older than the key's replay window: 2011.
     #[error("Nonce too small")]
     NonceTooSmall,
+    /// The key accepted this very nonce before, so this is a replayed token: 2011.
+    #[error("Nonce too small: this nonce was already used with this key (a replayed token)")]
+    NonceReused,
     /// The nonce is more than 60 s ahead: 2014.
     #[error("Nonce too big at {0}")]
     NonceTooBig(u128),
@@ -80,7 +84,7 @@ impl AuthError {
             AuthError::Malformed(_) => ErrorCode::UnprocessableAuthorization,
             AuthError::NonceMissing => ErrorCode::NonceMissing,
             AuthError::NonceFormat => ErrorCode::NonceFormat,
-            AuthError::NonceTooSmall => ErrorCode::NonceTooSmall,
+            AuthError::NonceTooSmall | AuthError::NonceReused => ErrorCode::NonceTooSmall,
             AuthError::NonceTooBig(_) => ErrorCode::NonceTooBig,
             AuthError::StrictMismatch(_) => {
                 return ApiError::new(ErrorCode::UnprocessableAuthorization)
@@ -217,41 +221,6 @@ impl Token {
     }
 }
 
-/// Nonce rules given the last accepted nonce of the key and the server time.
-///
-/// SDKs derive nonces from the clock at different resolutions (17 digits: 100 ns units;
-/// 18: 10 ns; 19: ns; 20: tenths of ns), so the nonce is scaled by its digit count to
-/// nanoseconds before the "not more than 60 s ahead" comparison.
-///
-/// ```
-/// use trading_model::auth::{check_nonce, AuthError};
-/// let now_ms = 1_592_207_324_028;
-/// assert!(check_nonce(15_922_073_240_280_000, None, now_ms).is_ok());
-/// assert_eq!(check_nonce(15_922_073_240_280_000, Some(15_922_073_240_280_000), now_ms),
-///            Err(AuthError::NonceTooSmall));
-/// assert!(matches!(check_nonce(15_922_074_240_280_000, None, now_ms), Err(AuthError::NonceTooBig(_))));
-/// ```
-pub fn check_nonce(nonce: u128, last: Option<u128>, now_ms: u64) -> Result<(), AuthError> {
-    let digits = nonce.checked_ilog10().map_or(1, |l| l + 1);
-    if !(17..=20).contains(&digits) {
-        return Err(AuthError::NonceFormat);
-    }
-    if last.is_some_and(|l| nonce <= l) {
-        return Err(AuthError::NonceTooSmall);
-    }
-    let as_ns = match digits {
-        17 => nonce * 100,
-        18 => nonce * 10,
-        19 => nonce,
-        _ => nonce / 10,
-    };
-    let limit_ns = (u128::from(now_ms) + u128::from(MAX_AHEAD_MS)) * 1_000_000;
-    if as_ns > limit_ns {
-        return Err(AuthError::NonceTooBig(nonce));
-    }
-    Ok(())
-}
-
 /// Builds a token the way the SDKs do (for tests and the example client).
 ///
 /// ```
@@ -354,6 +323,7 @@ mod tests {
 
     #[test]
     fn nonce_clock_scaling() {
+        use crate::replay::{Memory, Nonce, judge};
         let now = 1_592_207_324_028u64;
         // PHP/Python/Node (17 digits), Go (18), nanoseconds (19), 20 digits; all "now".
         for n in [
@@ -362,10 +332,14 @@ mod tests {
             1_592_207_324_028_000_000,
             15_922_073_240_280_000_000,
         ] {
-            assert!(check_nonce(n, None, now).is_ok(), "{n}");
-            assert!(check_nonce(n, None, now - 61_000).is_err(), "{n} ahead");
+            let nonce = Nonce::new(n).unwrap();
+            assert!(judge(&nonce, &Memory::default(), false, now).is_ok(), "{n}");
+            assert!(
+                judge(&nonce, &Memory::default(), false, now - 61_000).is_err(),
+                "{n} ahead"
+            );
         }
-        assert_eq!(check_nonce(1, None, now), Err(AuthError::NonceFormat));
+        assert_eq!(Nonce::new(1), Err(AuthError::NonceFormat));
     }
 
     #[test]

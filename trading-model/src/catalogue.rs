@@ -13,6 +13,10 @@ use crate::validate::check_default;
 const BUILTIN_JSON: &str = include_str!("../data/endpoints.json");
 
 /// HTTP methods the API uses. Anything else is answered with 405 by the router.
+///
+/// Every endpoint answers both: the original SDKs pick the method from the input (GET
+/// when there is none, POST with a form body otherwise), whatever the documentation says.
+/// [`Endpoint::methods`] keeps the documented ones for `system/endpoints` and OpenAPI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Method {
@@ -23,6 +27,9 @@ pub enum Method {
 }
 
 impl Method {
+    /// The methods every endpoint answers.
+    pub const SERVED: [Method; 2] = [Method::Get, Method::Post];
+
     /// Parses an HTTP method name; `None` for methods the API never serves.
     pub fn parse(s: &str) -> Option<Method> {
         match s {
@@ -205,7 +212,7 @@ pub struct Paging {
 pub struct Endpoint {
     /// Path below `/api/v2/`, without leading slash (`system/timestamp`).
     pub path: String,
-    /// Methods served; others get 405.
+    /// Methods the original documents (the server answers both, see [`Method`]).
     pub methods: Vec<Method>,
     /// Original host.
     pub host: Host,
@@ -238,8 +245,8 @@ impl Endpoint {
         self.path.rsplit_once('/').map_or("", |(p, _)| p)
     }
 
-    /// Whether `method` is served.
-    pub fn allows(&self, method: Method) -> bool {
+    /// Whether the original documents `method` for this endpoint.
+    pub fn documents(&self, method: Method) -> bool {
         self.methods.contains(&method)
     }
 
@@ -271,7 +278,8 @@ pub enum CatalogueError {
 pub enum RouteError {
     /// No endpoint has this path (HTTP 404).
     NotFound,
-    /// The path exists but not with this method (HTTP 405); lists the methods it has.
+    /// The path exists but the method is neither GET nor POST (HTTP 405); lists the
+    /// methods served.
     MethodNotAllowed(Vec<Method>),
 }
 
@@ -365,21 +373,24 @@ impl Catalogue {
     }
 
     /// Routes a method name and a path below `/api/v2/`; one trailing slash is ignored.
+    /// GET and POST reach every endpoint (see [`Method`]).
     ///
     /// ```
     /// use trading_model::{Catalogue, RouteError, Method};
     /// let cat = Catalogue::builtin();
     /// assert_eq!(cat.route("GET", "system/timestamp").unwrap().path, "system/timestamp");
+    /// // Documented as POST only; an SDK calling it without input sends GET.
+    /// assert_eq!(cat.route("GET", "system/ping").unwrap().path, "system/ping");
     /// assert_eq!(cat.route("GET", "no/such").unwrap_err(), RouteError::NotFound);
     /// assert_eq!(cat.route("DELETE", "system/ping").unwrap_err(),
-    ///            RouteError::MethodNotAllowed(vec![Method::Post]));
+    ///            RouteError::MethodNotAllowed(Method::SERVED.to_vec()));
     /// ```
     pub fn route(&self, method: &str, path: &str) -> Result<&Endpoint, RouteError> {
         let path = path.strip_suffix('/').unwrap_or(path);
         let ep = self.get(path).ok_or(RouteError::NotFound)?;
         match Method::parse(method) {
-            Some(m) if ep.allows(m) => Ok(ep),
-            _ => Err(RouteError::MethodNotAllowed(ep.methods.clone())),
+            Some(_) => Ok(ep),
+            None => Err(RouteError::MethodNotAllowed(Method::SERVED.to_vec())),
         }
     }
 }

@@ -269,7 +269,9 @@ pub fn openapi(cat: &Catalogue, server_url: Option<&str>) -> Value {
             "description": "A self-hosted implementation of the executium trading API v2. \
                 Every answer is an envelope {data, meta}; meta.status equals the HTTP status. \
                 POST parameters may be sent in the query string or the body; the query string \
-                wins. Validation failures answer 1440 with missing_parameters, \
+                wins. The operations listed are the original's; as its SDKs send GET when they \
+                have no input and POST (form body) when they have some, every path also answers \
+                the other of the two. Validation failures answer 1440 with missing_parameters, \
                 incorrect_value_lengths and missing_information.",
         },
         "paths": paths,

@@ -7,11 +7,12 @@
 //! records ([`endpoint_records`]) and the OpenAPI document ([`openapi`]) are all derived
 //! from it, so they agree by construction. The envelope builders ([`success`],
 //! [`failure`], [`Meta`]) produce the `{data, meta}` answers with `meta.status` equal to
-//! the HTTP status. [`auth`] checks the SDKs' HS256 tokens, nonces and the strict mode.
+//! the HTTP status. [`auth`] checks the SDKs' HS256 tokens and the strict mode;
+//! [`replay`] decides which nonces a key still accepts.
 //!
 //! What it deliberately does not do: no sockets, no HTTP types, no clock reads, no storage
-//! (so no key store and no nonce memory) and no rate limiting. Time, secrets and the last
-//! nonce are passed in; the server crate owns everything with side effects.
+//! (so no key store and no nonce memory) and no rate limiting. Time, secrets and what a key
+//! remembers of its nonces are passed in; the server crate owns everything with side effects.
 //!
 //! ```
 //! use trading_model::{Catalogue, Context, Request, prepare};
@@ -41,9 +42,13 @@ pub mod market;
 pub mod orders;
 mod paging;
 mod params;
+pub mod plans;
+pub mod replay;
 pub mod signal_payload;
 pub mod strategy;
+pub mod strategy_profile;
 mod validate;
+pub mod wallets;
 
 pub use catalogue::{
     Catalogue, CatalogueError, Endpoint, Evidence, Host, Kind, Method, Paging, Param, RouteError,
@@ -178,8 +183,12 @@ pub fn fuzz_token(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     if let Ok(token) = auth::Token::parse(&text) {
         let _ = token.verify(b"fuzz-secret");
-        if let Ok(n) = token.nonce() {
-            let _ = auth::check_nonce(n, Some(n / 2), 1_592_207_324_028);
+        if let Ok(n) = token.nonce().and_then(replay::Nonce::new) {
+            let memory = replay::Memory {
+                newest_ns: Some(n.at_ns() / 2),
+                floor_ns: n.at_ns() / 4,
+            };
+            let _ = replay::judge(&n, &memory, false, 1_592_207_324_028);
         }
         let signed = auth::Signed {
             method: "POST",

@@ -29,6 +29,7 @@
 use std::collections::HashMap;
 
 pub mod analytics;
+pub mod health;
 pub mod news;
 
 /// A simulated exchange.

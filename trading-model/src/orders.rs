@@ -90,6 +90,52 @@ pub fn summarize(amount: f64, fills: &[Fill]) -> Summary {
     }
 }
 
+/// The average-cost book of one trading code: realised profit and loss of sells against
+/// the average buying price (and the mirror for shorts).
+#[derive(Default, Debug, Clone)]
+pub struct Position {
+    /// Held quantity (negative: short).
+    pub qty: f64,
+    /// Average cost of the held quantity.
+    pub avg: f64,
+    /// Quantity bought.
+    pub bought: f64,
+    /// Quantity sold.
+    pub sold: f64,
+    /// Realised profit and loss, in the quote asset.
+    pub realised: f64,
+    /// Fees paid.
+    pub fees: f64,
+}
+
+impl Position {
+    /// Books one trade: buys and sells at the average cost, fees summed.
+    pub fn trade(&mut self, side: Side, qty: f64, price: f64, fee: f64) {
+        let d = if side == Side::Buy { qty } else { -qty };
+        if side == Side::Buy {
+            self.bought += qty;
+        } else {
+            self.sold += qty;
+        }
+        self.fees += fee;
+        if self.qty == 0.0 || self.qty.signum() == d.signum() {
+            let total = self.qty.abs() + qty;
+            self.avg = (self.avg * self.qty.abs() + price * qty) / total;
+            self.qty += d;
+            return;
+        }
+        let closed = qty.min(self.qty.abs());
+        self.realised += closed * (price - self.avg) * self.qty.signum();
+        self.qty += d;
+        if self.qty.abs() < DUST {
+            self.qty = 0.0;
+            self.avg = 0.0;
+        } else if qty > closed {
+            self.avg = price;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +214,16 @@ mod tests {
                 prop_assert!(ok, "levels out of order: {:?}", w);
             }
         }
+    }
+
+    #[test]
+    fn average_cost_realises_on_sells() {
+        let mut p = Position::default();
+        p.trade(Side::Buy, 1.0, 10.0, 0.1);
+        p.trade(Side::Buy, 1.0, 20.0, 0.1);
+        p.trade(Side::Sell, 1.0, 30.0, 0.1);
+        assert!((p.realised - 15.0).abs() < 1e-9);
+        assert!((p.qty - 1.0).abs() < 1e-9 && (p.avg - 15.0).abs() < 1e-9);
+        assert!((p.fees - 0.3).abs() < 1e-9);
     }
 }

@@ -19,7 +19,7 @@ use trading_model::limits::{
     BanPolicy, Offender, Subject, Verdict, limit_error, spacing, spacing_error,
 };
 
-use crate::Clock;
+use crate::settings::Clock;
 
 const DOMAIN: &str = "trading-api";
 

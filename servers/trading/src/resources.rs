@@ -8,9 +8,9 @@
 //! `missing_information` entry for the id parameter.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Checked, Endpoint, Page, Valid, ValidationFailure};
+use trading_model::{ApiError, Checked, Endpoint, Page, Valid};
 
-use crate::Caller;
+use crate::context::{Caller, refused};
 use crate::store::{Record, Store, StoreError};
 
 pub(crate) struct Spec {
@@ -182,13 +182,6 @@ pub(crate) fn db(e: StoreError) -> ApiError {
         .with_message(format!("Internal database error: {e}"))
 }
 
-fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
-}
-
 fn to_json(v: &Checked) -> Value {
     match v {
         Checked::Text(s) | Checked::Decimal(s) => json!(s),
@@ -251,7 +244,7 @@ pub(crate) fn run(
             let max = spec.max.map(|m| {
                 plan_pointer(spec.kind)
                     .and_then(|p| {
-                        crate::handlers::plan_details(&caller.plan)
+                        trading_model::plans::plan_details(&caller.plan)
                             .pointer(p)
                             .and_then(Value::as_u64)
                     })
@@ -387,7 +380,7 @@ mod tests {
                 assert_eq!(find(p).map(|(f, _)| f.kind), Some(s.kind));
             }
             let create = cat.get(s.create).unwrap();
-            assert!(create.allows(Method::Post));
+            assert!(create.documents(Method::Post));
             for h in s.hidden {
                 assert!(
                     create.param(h).is_some(),

@@ -64,13 +64,26 @@ async fn unknown_paths_and_methods() {
     let r = call(s.addr, "GET", "/elsewhere", &[], b"").await;
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["data"]["code"], 2500);
+    // Documented as POST; an SDK without input sends GET, and that is served (#29).
     let r = call(s.addr, "GET", "/api/v2/system/ping", &[], b"").await;
-    assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("POST"));
-    assert_eq!(envelope(&r, "system/ping")["data"]["code"], 2500);
+    assert_eq!(r.status, 200);
     let r = call(s.addr, "DELETE", "/api/v2/system/symbols", &[], b"").await;
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("POST, GET"));
+    assert_eq!(r.header("allow"), Some("GET, POST"));
+    let v = envelope(&r, "system/symbols");
+    assert_eq!(v["data"]["code"], 2500);
+    assert_eq!(v["meta"]["auth_required"], false);
+    // The 405 of an endpoint that needs a key says so (#29).
+    let r = call(s.addr, "PUT", "/api/v2/subscriptions/details", &[], b"").await;
+    assert_eq!(r.status, 405);
+    assert_eq!(
+        envelope(&r, "subscriptions/details")["meta"]["auth_required"],
+        true
+    );
+    // A domain configured with a trailing slash gives `//api/v2/...` (#29).
+    let r = call(s.addr, "GET", "//api/v2/system/timestamp", &[], b"").await;
+    assert_eq!(r.status, 200);
+    envelope(&r, "system/timestamp");
 }
 
 #[tokio::test]
@@ -232,12 +245,16 @@ async fn sdk_tokens_against_the_key_store() {
     assert!(v["meta"]["uid"].as_i64().unwrap() > 0);
     assert_eq!(v["data"]["exchange_api_keys"]["maximum_stored"], 3);
 
-    // Replayed and older nonces.
+    // A replayed nonce; one older than the replay window.
     let r = get(legacy_token(&k.secret, nonce(1))).await;
     assert_eq!(r.status, 401);
     assert_eq!(envelope(&r, "subscriptions/details")["data"]["code"], 2011);
-    let r = get(legacy_token(&k.secret, nonce(0))).await;
+    let r = get(legacy_token(&k.secret, nonce(0) - 61 * 10_000_000)).await;
     assert_eq!(r.json()["data"]["code"], 2011);
+    // An older one inside the window (another caller's request that arrived late) is
+    // accepted, once.
+    assert_eq!(get(legacy_token(&k.secret, nonce(0))).await.status, 200);
+    assert_eq!(get(legacy_token(&k.secret, nonce(0))).await.status, 401);
     // Too far ahead, badly formed, missing.
     let r = get(legacy_token(&k.secret, nonce(0) + 61 * 10_000_000)).await;
     assert_eq!(r.json()["data"]["code"], 2014);
@@ -755,6 +772,27 @@ async fn limits_answer_429_then_a_growing_418() {
     let r = anon().await;
     assert_eq!(r.status, 418, "still banned");
     assert_eq!(r.header("retry-after"), Some("60"));
+    // A call that presents a key with the wrong secret is told so, ban or not (#29).
+    for path in [
+        "/api/v2/subscriptions/details",
+        "/api/v2/system/information",
+    ] {
+        let token = legacy_token("not-the-secret", nonce(1));
+        let r = call(
+            s.addr,
+            "GET",
+            path,
+            &[("Key", &k.key), ("Authorization", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(
+            (r.status, r.json()["data"]["code"].clone()),
+            (401, 2000.into()),
+            "{path}"
+        );
+    }
+    assert_eq!(anon().await.status, 418, "the address is still banned");
 
     // The address's ban does not touch a valid key, which has its plan's 60 a minute.
     let mut step = 0;
@@ -839,16 +877,16 @@ async fn refused_requests_keep_the_connection_usable() {
     let s = start(fixed_clock()).await;
     let mut c = TcpStream::connect(s.addr).await.unwrap();
     let body = "x".repeat(5000);
-    for (target, want) in [
-        ("/api/v2/user/close-account", 401),
-        ("/api/v2/no/such", 404),
-        ("/elsewhere", 404),
-        ("/api/v2/system/timestamp", 405),
-        ("/api/v2/system/ping", 422),
+    for (method, target, want) in [
+        ("POST", "/api/v2/user/close-account", 401),
+        ("POST", "/api/v2/no/such", 404),
+        ("POST", "/elsewhere", 404),
+        ("PUT", "/api/v2/system/timestamp", 405),
+        ("POST", "/api/v2/system/ping", 422),
     ] {
         // Headers first, body a moment later, as http.client and many SDKs send them.
         let head = format!(
-            "POST {target} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+            "{method} {target} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
             body.len() + 13
         );
         c.write_all(head.as_bytes()).await.unwrap();

@@ -585,6 +585,25 @@ async fn news_archive_filters_and_impact() {
     for b in per["top_ranking_bear"].as_array().unwrap() {
         assert!(num(&b["impact"]) < 0.0);
     }
+    // Part of the name, in another case, finds the same publication (#29); a part
+    // several names share answers each of them.
+    let part = name.rsplit(' ').next().unwrap().to_uppercase();
+    let (s, by_part) = post(
+        m.addr(),
+        "public/trending-news-source-impact",
+        &format!("source_contains=+{part}+"),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(by_part["data"], si["data"]);
+    let (s, several) = post(
+        m.addr(),
+        "public/trending-news-source-impact",
+        "source_contains=e",
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert!(several["data"]["btcusdt"].as_object().unwrap().len() > 1);
     let (s, v) = post(
         m.addr(),
         "public/trending-news-source-impact",

@@ -52,7 +52,7 @@ impl World {
     /// POST when the catalogue allows it, else GET with the parameters in the query.
     async fn send(&self, path: &str, body: &str) -> Reply {
         let ep = trading_model::Catalogue::builtin().get(path).unwrap();
-        if ep.allows(trading_model::Method::Post) {
+        if ep.documents(trading_model::Method::Post) {
             self.alice.post(path, body).await
         } else if body.is_empty() {
             self.alice.get(path).await

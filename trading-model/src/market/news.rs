@@ -56,6 +56,29 @@ pub const SOURCES: [(&str, &str); 10] = [
     ("Crypto Courier Daily", "cryptocourierdaily"),
 ];
 
+/// The publications whose name contains `text`, ignoring case and surrounding blanks
+/// (`source_contains` of source impact); none for blank text.
+///
+/// ```
+/// use trading_model::market::news::sources_containing;
+/// assert_eq!(sources_containing("street"), ["Block Street Journal"]);
+/// assert_eq!(sources_containing(" CHAIN chronicle "), ["Chain Chronicle"]);
+/// assert_eq!(sources_containing("Daily").len(), 1);
+/// assert!(sources_containing("  ").is_empty());
+/// assert!(sources_containing("Nobody Weekly").is_empty());
+/// ```
+pub fn sources_containing(text: &str) -> Vec<&'static str> {
+    let wanted = text.trim().to_lowercase();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    SOURCES
+        .iter()
+        .map(|s| s.0)
+        .filter(|name| name.to_lowercase().contains(&wanted))
+        .collect()
+}
+
 const FIRST: [&str; 12] = [
     "Avery", "Jordan", "Mina", "Tobias", "Priya", "Lukas", "Sofia", "Kenji", "Amara", "Rafael",
     "Ines", "Dmitri",

@@ -6,8 +6,8 @@ use trading_model::market::analytics::{self, OptionInputs, OptionKind};
 use trading_model::market::{Market, ORIGIN_S, Symbol};
 use trading_model::{ApiError, Valid};
 
-use super::{r8, refused, refused_with, unknown_exchange};
-use crate::handlers::Env;
+use super::answers::{r8, unknown_exchange};
+use crate::context::{RequestContext, refused, refused_with};
 
 /// Most book snapshots (one a second) per `orderbook-data` call: one hour.
 pub(super) const MAX_SNAPSHOTS: u64 = 3600;
@@ -28,7 +28,7 @@ const INTERVALS: [(&str, u64); 8] = [
     ("4h", 14_400),
 ];
 
-pub(super) fn call(path: &str, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+pub(super) fn call(path: &str, valid: &Valid, env: &RequestContext) -> Result<Value, ApiError> {
     let m = &*env.market;
     let now_s = env.now_ms / 1000;
     match path {

@@ -11,19 +11,18 @@
 //! Deliberately not done: live updates (no websocket), order matching (the paper module),
 //! and keyword storage (the generic resources own `trending-news-*-keyword`).
 
+mod answers;
 mod backtest;
 mod news;
 mod public;
 
 use serde_json::{Value, json};
-use trading_model::market::{Exchange, Market, Symbol};
-use trading_model::{ApiError, Endpoint, Page, PageInfo, Valid, ValidationFailure};
+use trading_model::market::Market;
+use trading_model::{ApiError, Endpoint, Page, Valid};
 
-use crate::handlers::Env;
-
-/// Tables this module keeps (run at every start; must be idempotent). None: everything is
-/// computed.
-pub(crate) const SCHEMA: &str = "";
+use crate::context::RequestContext;
+use crate::market::answers::{page, paged, r8, symbol_record, unknown_exchange};
+use trading_model::market::health::{exchange_health, exchange_status, rating, status, unit};
 
 const PATHS: &[&str] = &[
     "system/rates",
@@ -68,7 +67,11 @@ pub(crate) fn handles(path: &str) -> bool {
 }
 
 /// Answers `ep` if this module handles it.
-pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Value, ApiError>> {
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
     let path = ep.path.as_str();
     let m = &*env.market;
     let now = env.now_ms;
@@ -103,66 +106,6 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Val
     Some(result)
 }
 
-/// The page of a paged endpoint (validation filled the defaults).
-fn page(ep: &Endpoint, valid: &Valid) -> Page {
-    Page::of(ep, valid).unwrap_or(Page {
-        limit: 10,
-        pagenumber: 1,
-    })
-}
-
-/// `{records, page, showing, total}` as every paged list answers.
-fn paged(records: Vec<Value>, info: PageInfo) -> Value {
-    json!({"records": records, "page": info.page, "showing": info.showing, "total": info.total})
-}
-
-/// A refusal of the caller's input: 1440 with one `missing_information` entry.
-fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    refused_with(param, error, None)
-}
-
-fn refused_with(param: &str, error: impl Into<String>, extra: Option<(&str, Value)>) -> ApiError {
-    let mut entry = json!({"parameter": param, "error": error.into()});
-    if let Some((k, v)) = extra {
-        entry[k] = v;
-    }
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![entry],
-        ..ValidationFailure::default()
-    })
-}
-
-fn unknown_exchange(m: &Market, param: &str) -> ApiError {
-    refused_with(
-        param,
-        "Unsupported exchange; the supported list is attached.",
-        Some((
-            "supported",
-            json!(m.exchanges().iter().map(|e| e.code).collect::<Vec<_>>()),
-        )),
-    )
-}
-
-fn unknown_code(param: &str, code: &str) -> ApiError {
-    refused(
-        param,
-        format!("Unknown trading code {code}; system/symbols lists the codes."),
-    )
-}
-
-/// A symbol record as the spec shows it.
-fn symbol_record(s: &Symbol) -> Value {
-    json!({
-        "id": s.id, "symbol": s.pair(), "quote": s.quote, "base": s.base,
-        "min": s.min, "pp": s.pp, "pa": s.pa,
-    })
-}
-
-/// Rounds for display without losing the precision a price needs.
-fn r8(x: f64) -> f64 {
-    (x * 1e8).round() / 1e8
-}
-
 fn rates(m: &Market, now: u64) -> Value {
     let mut rates = serde_json::Map::new();
     for (ticker, _) in trading_model::market::assets() {
@@ -174,109 +117,6 @@ fn rates(m: &Market, now: u64) -> Value {
 }
 
 // ---- incidents ----------------------------------------------------------------------
-
-/// Simulated incidents: one per three-day window at a seeded second, on a seeded
-/// exchange, lasting 10 to 40 minutes. They drive exchange-health, the status of the
-/// exchanges, their rating and the maintenance announcements.
-const INCIDENT_WINDOW_S: u64 = 3 * 86_400;
-
-#[derive(Debug, Clone, Copy)]
-struct Incident {
-    start_s: u64,
-    end_s: u64,
-    exchange: &'static Exchange,
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Uniform in [0, 1) from the seed, a stream tag and an index.
-fn unit(seed: u64, stream: u64, index: u64) -> f64 {
-    let h = mix(mix(seed ^ 0x7379_7374_656d_0000 ^ stream).wrapping_add(index));
-    (mix(h) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-fn incident(m: &Market, window: u64) -> Incident {
-    let start_s = window * INCIDENT_WINDOW_S
-        + (unit(m.seed(), 1, window) * (INCIDENT_WINDOW_S - 3600) as f64) as u64;
-    let minutes = 10 + (unit(m.seed(), 2, window) * 30.0) as u64;
-    let ex = m.exchanges();
-    Incident {
-        start_s,
-        end_s: start_s + minutes * 60,
-        exchange: &ex[(unit(m.seed(), 3, window) * ex.len() as f64) as usize % ex.len()],
-    }
-}
-
-/// Incidents that started at or before `now_s`, newest first, going back `count` windows.
-fn incidents_before(m: &Market, now_s: u64, windows: u64) -> Vec<Incident> {
-    let w = now_s / INCIDENT_WINDOW_S;
-    (0..=windows)
-        .filter_map(|back| w.checked_sub(back))
-        .map(|win| incident(m, win))
-        .filter(|i| i.start_s <= now_s)
-        .collect()
-}
-
-fn active_incident(m: &Market, code: &str, now_s: u64) -> Option<Incident> {
-    incidents_before(m, now_s, 1)
-        .into_iter()
-        .find(|i| i.exchange.code == code && now_s < i.end_s)
-}
-
-fn exchange_health(m: &Market, now: u64) -> Value {
-    let now_s = now / 1000;
-    let last = incidents_before(m, now_s, 1).into_iter().next();
-    json!({
-        "last_issue": last.map(|i| i.start_s),
-        "last_issue_exchange": last.map(|i| i.exchange.code),
-        "last_issue_resolved": last.map(|i| i.end_s <= now_s),
-        "time_now": now_s,
-    })
-}
-
-fn exchange_status(m: &Market, code: &str, now_s: u64) -> (&'static str, String) {
-    match active_incident(m, code, now_s) {
-        Some(i) => (
-            "degraded",
-            format!(
-                "Order book updates delayed since {}; expected to recover by {}.",
-                i.start_s, i.end_s
-            ),
-        ),
-        None => ("running", "None".to_owned()),
-    }
-}
-
-fn status(m: &Market, now: u64) -> Value {
-    let now_s = now / 1000;
-    let mut out = vec![
-        json!({"name": "api", "status": "running", "last_checked": now, "issues": "None"}),
-        json!({"name": "market-feed", "status": "running", "last_checked": now, "issues": "None"}),
-    ];
-    for e in m.exchanges() {
-        let (status, issues) = exchange_status(m, e.code, now_s);
-        out.push(json!({
-            "name": format!("exchange:{}", e.code), "status": status,
-            "last_checked": now, "issues": issues,
-        }));
-    }
-    Value::Array(out)
-}
-
-/// Incidents in the last 30 days of `code`, and a rating out of 10 from its fee, typical
-/// spread and that count (cheaper, tighter and steadier rates higher).
-fn rating(m: &Market, e: &Exchange, now_s: u64) -> (usize, f64) {
-    let incidents = incidents_before(m, now_s, 10)
-        .iter()
-        .filter(|i| i.exchange.code == e.code && i.start_s + 30 * 86_400 > now_s)
-        .count();
-    let score = 10.0 - e.fee * 400.0 - e.spread_bps * 0.2 - incidents as f64 * 0.5;
-    (incidents, (score.clamp(1.0, 10.0) * 10.0).round() / 10.0)
-}
 
 fn index_exchanges(m: &Market, now: u64) -> Value {
     let now_s = now / 1000;

@@ -13,8 +13,8 @@ use trading_model::market::news::{
 };
 use trading_model::{ApiError, Valid};
 
-use super::{refused, refused_with, unknown_code};
-use crate::handlers::Env;
+use super::answers::unknown_code;
+use crate::context::{RequestContext, refused, refused_with};
 
 /// Days of news the archive keeps.
 pub(super) const ARCHIVE_DAYS: u64 = 60;
@@ -28,13 +28,13 @@ const PUBLIC_HORIZON: usize = 6;
 
 /// Whether the caller's plan includes every impact horizon: a signed call on a paid
 /// plan (`subscription.pro_version`). Anonymous and Free callers see the public one.
-fn subscribed(env: &Env) -> bool {
+fn subscribed(env: &RequestContext) -> bool {
     env.caller.as_ref().is_some_and(|c| {
-        crate::handlers::plan_details(&c.plan)["subscription"]["pro_version"] == true
+        trading_model::plans::plan_details(&c.plan)["subscription"]["pro_version"] == true
     })
 }
 
-pub(super) fn call(path: &str, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+pub(super) fn call(path: &str, valid: &Valid, env: &RequestContext) -> Result<Value, ApiError> {
     let m = &*env.market;
     let now_s = env.now_ms / 1000;
     match path {
@@ -96,7 +96,7 @@ fn matches(a: &Article, keyword: &str) -> bool {
 
 /// The monitored keywords `(id, keyword, recategory)`: the built-in ones (pairs, their
 /// assets, topics) with ids from 1, then every keyword users added, by record id.
-fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
+fn watchlist(env: &RequestContext) -> Result<Vec<(i64, String, String)>, ApiError> {
     let mut out: Vec<(i64, String, String)> = Vec::new();
     let push = |out: &mut Vec<(i64, String, String)>, k: String, cat: String, id: Option<i64>| {
         if !out.iter().any(|(_, x, _)| x.eq_ignore_ascii_case(&k)) {
@@ -120,18 +120,13 @@ fn watchlist(env: &Env) -> Result<Vec<(i64, String, String)>, ApiError> {
     for t in TOPICS {
         push(&mut out, t.to_owned(), "topic".to_owned(), None);
     }
-    let conn = env.store.conn();
-    let mut stmt = conn
-        .prepare("SELECT id, fields FROM records WHERE kind = 'news_keyword' ORDER BY id")
-        .map_err(|e| crate::resources::db(e.into()))?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .map_err(|e| crate::resources::db(e.into()))?;
-    for row in rows {
-        let (id, fields) = row.map_err(|e| crate::resources::db(e.into()))?;
-        let name = serde_json::from_str::<Value>(&fields)
-            .ok()
-            .and_then(|f| f.get("name").and_then(Value::as_str).map(str::to_owned));
+    let keywords = env
+        .store
+        .records_of_everyone("news_keyword")
+        .map_err(crate::context::db)?;
+    for (_, keyword) in keywords {
+        let id = keyword.id;
+        let name = keyword.fields.get("name").and_then(Value::as_str);
         if let Some(name) = name {
             push(
                 &mut out,
@@ -268,7 +263,7 @@ fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<
     ))
 }
 
-fn statistics(m: &Market, now_s: u64, env: &Env) -> Result<Value, ApiError> {
+fn statistics(m: &Market, now_s: u64, env: &RequestContext) -> Result<Value, ApiError> {
     let archive = archive(m, now_s);
     let watch = watchlist(env)?;
     let matched = watch
@@ -300,28 +295,40 @@ fn statistics(m: &Market, now_s: u64, env: &Env) -> Result<Value, ApiError> {
 }
 
 fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let wanted = valid.text("source_contains").unwrap_or("").trim();
-    let Some((source, _)) = SOURCES.iter().find(|s| s.0.eq_ignore_ascii_case(wanted)) else {
+    let wanted = valid.text("source_contains").unwrap_or("");
+    let sources = news::sources_containing(wanted);
+    if sources.is_empty() {
         return Err(refused_with(
             "source_contains",
-            "Unknown publication; give its exact name from public/trending-news-sources.",
+            "No publication's name contains this text; see public/trending-news-sources.",
             Some((
                 "supported",
                 json!(SOURCES.iter().map(|s| s.0).collect::<Vec<_>>()),
             )),
         ));
-    };
-    let articles: Vec<Article> = archive(m, now_s)
-        .into_iter()
-        .filter(|a| a.source == *source)
-        .collect();
+    }
+    let archive = archive(m, now_s);
+    let mut data = serde_json::Map::new();
+    for source in sources {
+        let articles: Vec<&Article> = archive.iter().filter(|a| a.source == source).collect();
+        for (pair_id, impact) in impact_of_source(m, now_s, &articles) {
+            let per_source = data.entry(pair_id).or_insert_with(|| json!({}));
+            per_source[source] = impact;
+        }
+    }
+    Ok(Value::Object(data))
+}
+
+/// One publication's articles ranked by how they moved each impact pair: pair id and the
+/// publication's record for that pair.
+fn impact_of_source(m: &Market, now_s: u64, articles: &[&Article]) -> Vec<(String, Value)> {
     // Per article the public-horizon impacts, computed once for all pairs.
     let impacts: Vec<(&Article, Vec<news::Impact>)> = articles
         .iter()
-        .map(|a| (a, news::impacts(m, a, PUBLIC_HORIZON, now_s)))
+        .map(|a| (*a, news::impacts(m, a, PUBLIC_HORIZON, now_s)))
         .filter(|(_, i)| i.iter().all(|x| x.status == ImpactStatus::Compiled))
         .collect();
-    let mut data = serde_json::Map::new();
+    let mut out = Vec::new();
     for (p, (b, q)) in IMPACT_PAIRS.iter().enumerate() {
         let pair_id = format!("{b}{q}").to_lowercase();
         let mut rows: Vec<(&Article, f64)> = impacts
@@ -357,21 +364,17 @@ fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErro
         let most_recent_bear = recent(&bear, false);
         bull.sort_by(|a, b| b.1.total_cmp(&a.1));
         bear.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let mut per_source = serde_json::Map::new();
-        per_source.insert(
-            (*source).to_owned(),
-            json!({
-                "total_articles": total,
-                "sum_impact": price(sum),
-                "top_ranking_bull": bull.iter().take(RANKING).map(|(a, d)| item(a, *d, true)).collect::<Vec<_>>(),
-                "top_ranking_bear": bear.iter().take(RANKING).map(|(a, d)| item(a, *d, false)).collect::<Vec<_>>(),
-                "most_recent_bull": most_recent_bull,
-                "most_recent_bear": most_recent_bear,
-            }),
-        );
-        data.insert(pair_id, Value::Object(per_source));
+        let record = json!({
+            "total_articles": total,
+            "sum_impact": price(sum),
+            "top_ranking_bull": bull.iter().take(RANKING).map(|(a, d)| item(a, *d, true)).collect::<Vec<_>>(),
+            "top_ranking_bear": bear.iter().take(RANKING).map(|(a, d)| item(a, *d, false)).collect::<Vec<_>>(),
+            "most_recent_bull": most_recent_bull,
+            "most_recent_bear": most_recent_bear,
+        });
+        out.push((pair_id, record));
     }
-    Ok(Value::Object(data))
+    out
 }
 
 /// News of the last 60 days about either asset of a trading code, newest first.

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use trading_model::market::{Book, Market, Symbol};
 use trading_model::{ApiError, Endpoint, Valid};
 
-use super::{page, paged, r8, refused, symbol_record, unknown_code};
-use crate::handlers::Env;
+use super::answers::{page, paged, r8, symbol_record, unknown_code};
+use crate::context::{RequestContext, refused};
 
 /// Book snapshots per candle minute in `fetch-spread-data` (every 10 s): enough to find
 /// the extremes of a one-minute candle while keeping a whole day cheap.
@@ -14,7 +14,12 @@ const SPREAD_SAMPLE_S: u64 = 10;
 /// Most trades answered by `fetch-symbol-trades`.
 const TRADES_MAX: usize = 100;
 
-pub(super) fn call(path: &str, ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+pub(super) fn call(
+    path: &str,
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Result<Value, ApiError> {
     let m = &*env.market;
     let now = env.now_ms;
     match path {
@@ -253,8 +258,8 @@ fn exchange_information(m: &Market, now: u64) -> Value {
         m.exchanges()
             .iter()
             .map(|e| {
-                let (status, _) = super::exchange_status(m, e.code, now_s);
-                let (_, rating) = super::rating(m, e, now_s);
+                let (status, _) = trading_model::market::health::exchange_status(m, e.code, now_s);
+                let (_, rating) = trading_model::market::health::rating(m, e, now_s);
                 json!({"exchange": e.code, "name": e.name, "status": status, "rating": rating})
             })
             .collect(),
@@ -441,38 +446,21 @@ fn bitcoin_information(m: &Market, now: u64) -> Value {
     })
 }
 
-fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiError> {
+fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result<Value, ApiError> {
     let id = valid.integer("article_id").unwrap_or(0);
     let title = valid
         .text("title_contains")
         .filter(|t| *t != "0")
         .map(str::to_lowercase);
     let now_s = i64::try_from(env.now_ms / 1000).unwrap_or(i64::MAX);
-    let conn = env.store.conn();
-    let mut stmt = conn
-        .prepare(
-            "SELECT id, user_id, fields, created_ms, updated_ms FROM records
-             WHERE kind = 'article' ORDER BY id",
-        )
-        .map_err(|e| crate::resources::db(e.into()))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, i64>(4)?,
-            ))
-        })
-        .map_err(|e| crate::resources::db(e.into()))?;
+    let articles = env
+        .store
+        .records_of_everyone("article")
+        .map_err(crate::context::db)?;
     let mut published = Vec::new();
-    for row in rows {
-        let (rid, uid, fields, created, updated) =
-            row.map_err(|e| crate::resources::db(e.into()))?;
-        let Ok(Value::Object(f)) = serde_json::from_str::<Value>(&fields) else {
-            continue;
-        };
+    for (uid, article) in articles {
+        let (rid, f) = (article.id, &article.fields);
+        let (created, updated) = (article.created_ms, article.updated_ms);
         let publish = f
             .get("publishdate")
             .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
@@ -495,8 +483,6 @@ fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &Env) -> Result<Value, ApiE
         rec.insert("time_updated".into(), json!(updated / 1000));
         published.push(Value::Object(rec));
     }
-    drop(stmt);
-    drop(conn);
     if id != 0 && published.is_empty() {
         return Err(refused("article_id", "No published article has this id."));
     }

@@ -9,105 +9,20 @@
 //! leverage (the `executable_leverage` values are stored, not applied), no order-book
 //! depletion between orders (see `trading_model::orders`).
 
+mod balances;
+mod call_context;
 mod exchange;
+mod exports;
+mod orders;
 mod reports;
 mod strategies;
 
-use serde_json::{Value, json};
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid, ValidationFailure};
+use serde_json::Value;
+use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
-use crate::handlers::Env;
+use crate::context::RequestContext;
 use crate::store::Store;
-
-/// Tables this module keeps (run at every start; idempotent). Ids start above 1000 like
-/// the records' (several id parameters have a minimum length of 2).
-pub(crate) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS paper_orders (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id INTEGER NOT NULL,
-    apikey_id INTEGER NOT NULL,
-    exchange TEXT NOT NULL,
-    code TEXT NOT NULL,
-    type TEXT NOT NULL,
-    side TEXT NOT NULL,
-    amount REAL NOT NULL,
-    price REAL,
-    status TEXT NOT NULL,
-    created_ms INTEGER NOT NULL,
-    send_ms INTEGER NOT NULL,
-    expire_ms INTEGER NOT NULL,
-    due_ms INTEGER NOT NULL,
-    done_ms INTEGER NOT NULL,
-    filled REAL NOT NULL,
-    cost REAL NOT NULL,
-    fee REAL NOT NULL,
-    trades TEXT NOT NULL,
-    strategy_id INTEGER,
-    flagged INTEGER NOT NULL,
-    checks INTEGER NOT NULL,
-    client_id TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS paper_orders_due ON paper_orders (status, due_ms);
-CREATE INDEX IF NOT EXISTS paper_orders_owner ON paper_orders (user_id, id);
-CREATE TABLE IF NOT EXISTS paper_strategies (
-    id INTEGER PRIMARY KEY,
-    user_id INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    started_ms INTEGER NOT NULL,
-    next_due_ms INTEGER NOT NULL,
-    slice INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    stopped_ms INTEGER NOT NULL,
-    note TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS paper_strategies_due ON paper_strategies (state, next_due_ms);
-CREATE TABLE IF NOT EXISTS paper_transactions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id INTEGER NOT NULL,
-    strategy_id INTEGER NOT NULL,
-    order_id INTEGER NOT NULL,
-    fields TEXT NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS paper_transactions_owner ON paper_transactions (user_id, strategy_id, id);
-CREATE TABLE IF NOT EXISTS paper_requests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id INTEGER NOT NULL,
-    apikey_id INTEGER NOT NULL,
-    exchange TEXT NOT NULL,
-    request TEXT NOT NULL,
-    detail TEXT NOT NULL,
-    time_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS paper_requests_owner ON paper_requests (user_id, id);
-CREATE TABLE IF NOT EXISTS paper_balances (
-    apikey_id INTEGER NOT NULL,
-    asset TEXT NOT NULL,
-    amount REAL NOT NULL,
-    PRIMARY KEY (apikey_id, asset)
-);
-CREATE TABLE IF NOT EXISTS paper_exports (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id INTEGER NOT NULL,
-    system TEXT NOT NULL,
-    type TEXT NOT NULL,
-    symbol TEXT NOT NULL,
-    rows INTEGER NOT NULL,
-    filename TEXT NOT NULL,
-    content BLOB NOT NULL,
-    created_ms INTEGER NOT NULL,
-    ready_ms INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL
-);
-INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_orders', 1000
-    WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'paper_orders');
-INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_transactions', 1000
-    WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'paper_transactions');
-INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_requests', 1000
-    WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'paper_requests');
-INSERT INTO sqlite_sequence (name, seq) SELECT 'paper_exports', 1000
-    WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'paper_exports');
-";
+use call_context::Cx;
 
 /// Serialises ticks: the timer and request threads may tick at once, and two ticks must
 /// not both fill the same order.
@@ -118,21 +33,15 @@ static TICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// second; when nothing is due it costs one indexed query.
 pub(crate) fn tick(store: &Store, market: &trading_model::market::Market, now_ms: u64) {
     let _guard = TICK.lock().unwrap_or_else(|p| p.into_inner());
-    let due = store.conn().query_row(
-        "SELECT MIN(t) FROM (
-             SELECT MIN(due_ms) AS t FROM paper_orders WHERE status IN ('pending', 'open')
-             UNION ALL
-             SELECT MIN(next_due_ms) AS t FROM paper_strategies WHERE state = 'running')",
-        [],
-        |r| r.get::<_, Option<i64>>(0),
-    );
-    let Ok(Some(due)) = due else { return };
-    if u64::try_from(due).unwrap_or(0) > now_ms {
+    let Ok(Some(due)) = store.paper().next_due_ms() else {
+        return;
+    };
+    if due > now_ms {
         return;
     }
     // A failing tick must not fail the request that triggered it; the next tick retries.
     let _ = strategies::run_due(store, market, now_ms);
-    let _ = exchange::run_due(store, market, now_ms);
+    let _ = orders::run_due(store, market, now_ms);
 }
 
 /// Strategies of `user_id` that are running now (account rules refuse some changes while
@@ -143,12 +52,7 @@ pub(crate) fn running_strategies(
     store: &Store,
     user_id: i64,
 ) -> Result<u64, crate::store::StoreError> {
-    let n: i64 = store.conn().query_row(
-        "SELECT COUNT(*) FROM paper_strategies WHERE user_id = ?1 AND state = 'running'",
-        [user_id],
-        |r| r.get(0),
-    )?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    store.paper().running_strategies(user_id)
 }
 
 const PATHS: &[&str] = &[
@@ -197,42 +101,12 @@ pub(crate) fn handles(path: &str) -> bool {
     PATHS.contains(&path)
 }
 
-/// One call as the handlers see it.
-pub(super) struct Cx<'a> {
-    pub ep: &'a Endpoint,
-    pub valid: &'a Valid,
-    pub env: &'a Env,
-    pub caller: &'a crate::Caller,
-}
-
-impl Cx<'_> {
-    fn user(&self) -> i64 {
-        self.caller.user_id
-    }
-    fn now(&self) -> u64 {
-        self.env.now_ms
-    }
-    fn store(&self) -> &Store {
-        &self.env.store
-    }
-    /// The caller's plan limits (`subscriptions/details` shape).
-    fn plan(&self) -> Value {
-        crate::handlers::plan_details(&self.caller.plan)
-    }
-    /// A record id parameter (positive integer) or the standard "no such record" refusal.
-    fn id(&self, param: &str) -> Result<i64, ApiError> {
-        self.valid
-            .text(param)
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|&i| i > 0)
-            .ok_or_else(|| refused(param, NO_RECORD))
-    }
-}
-
-pub(super) const NO_RECORD: &str = "No such record on this account.";
-
 /// Answers `ep` if this module handles it.
-pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Value, ApiError>> {
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
     if !handles(&ep.path) {
         return None;
     }
@@ -250,95 +124,16 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &Env) -> Option<Result<Val
         exchange::call(&cx, path)
     } else if path.starts_with("strategy/") {
         strategies::call(&cx, path)
+    } else if path.starts_with("export/") {
+        exports::call(&cx, path)
     } else {
         reports::call(&cx, path)
-    })
-}
-
-/// A 1440 refusal naming the parameter at fault.
-pub(super) fn refused(param: &str, error: impl Into<String>) -> ApiError {
-    ApiError::validation(ValidationFailure {
-        missing_information: vec![json!({"parameter": param, "error": error.into()})],
-        ..ValidationFailure::default()
-    })
-}
-
-pub(super) fn db(e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
-}
-
-pub(super) fn sql(e: rusqlite::Error) -> ApiError {
-    db(e)
-}
-
-pub(super) fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-/// A number rounded to 12 significant decimals so float dust does not show in answers.
-pub(super) fn num(v: f64) -> Value {
-    let r = (v * 1e12).round() / 1e12;
-    json!(if r == 0.0 { 0.0 } else { r })
-}
-
-/// Text of a number for the string-only transaction records and files.
-pub(super) fn text(v: f64) -> String {
-    let r = (v * 1e12).round() / 1e12;
-    if r == r.trunc() && r.abs() < 1e15 {
-        format!("{}", r as i64)
-    } else {
-        format!("{r}")
-    }
-}
-
-/// ISO-8601 UTC text of a millisecond time (ccxt's `datetime`).
-pub(super) fn iso(ms_time: u64) -> String {
-    i64::try_from(ms_time)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
-}
-
-/// A page of `rows` (already newest first) as `{records, page, showing, total}`.
-pub(super) fn paged(ep: &Endpoint, valid: &Valid, rows: Vec<Value>) -> Value {
-    let page = trading_model::Page::of(ep, valid).unwrap_or(trading_model::Page {
-        limit: 10,
-        pagenumber: 1,
-    });
-    let total = rows.len();
-    let skip = usize::try_from(page.offset()).unwrap_or(usize::MAX);
-    let records: Vec<Value> = rows
-        .into_iter()
-        .skip(skip)
-        .take(page.limit as usize)
-        .collect();
-    json!({
-        "records": records,
-        "page": page.pagenumber,
-        "showing": records.len(),
-        "total": total,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iso_dates() {
-        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso(1_592_207_324_028), "2020-06-15T07:48:44.028Z");
-        assert_eq!(iso(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-
-    #[test]
-    fn numbers_as_text() {
-        assert_eq!(text(2.0), "2");
-        assert_eq!(text(0.1 + 0.2), "0.3");
-        assert_eq!(text(-1.5), "-1.5");
-    }
 
     #[test]
     fn every_path_is_in_the_catalogue() {

@@ -1,11 +1,36 @@
 //! Support tickets and settings, calendar reminders and article earnings.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Endpoint, Valid};
 
-use super::{db, id_param, refused, round};
-use crate::handlers::Env;
+use crate::context::{RequestContext, caller_of, db, id_param, refused, round};
 use crate::resources::answer;
+
+/// Endpoints answered here.
+const PATHS: [&str; 5] = [
+    "support/add-ticket",
+    "support/update-ticket",
+    "support/settings",
+    "calendar/add-reminder",
+    "calendar/list-schedule",
+];
+
+/// Whether this module answers `path`.
+pub(crate) fn handles(path: &str) -> bool {
+    PATHS.contains(&path) || path == "articles/check-earnings"
+}
+
+/// Answers `ep` if this module handles it.
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
+    if !handles(&ep.path) {
+        return None;
+    }
+    Some(caller_of(env).and_then(|c| answer_for(&ep.path, valid, env, c.user_id)))
+}
 
 const TICKET: &str = "support_ticket";
 const SUPPORT_SETTINGS: &str = "support_settings";
@@ -28,7 +53,12 @@ fn period_ms(repeat: &str) -> Option<u64> {
     }
 }
 
-pub(super) fn call(path: &str, valid: &Valid, env: &Env, user: i64) -> Result<Value, ApiError> {
+fn answer_for(
+    path: &str,
+    valid: &Valid,
+    env: &RequestContext,
+    user: i64,
+) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let store = &env.store;
     match path {

@@ -1,4 +1,5 @@
-//! The signal marketplace and the weekly competitions ranked by signal results.
+//! The signal marketplace: signals, their iterations, the delayed feed, subscriptions
+//! and the featured list.
 //!
 //! A signal belongs to its developer (the caller who added it). Triggering `open` starts an
 //! iteration at the simulated market's mid price, `close` ends it; an iteration's result is
@@ -6,52 +7,22 @@
 //! accounts see iterations only [`FEED_DELAY_MS`] after they happen (the feed is delayed
 //! for everybody, the owner included, so that it is the same feed for all).
 
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
-use trading_model::signal_payload::{CUSTOM_FIELDS, SignalPayload};
+use trading_model::signal_payload::CUSTOM_FIELDS;
 use trading_model::{ApiError, Endpoint, Page, Valid};
 
-use super::{db, id_param, ms, opt_id, refused, round};
-use crate::handlers::Env;
-use crate::store::{Store, StoreError};
+use crate::context::{RequestContext, db, id_param, opt_id, refused, round};
+use crate::store::{Iteration, Signal};
 
 /// How long after it happens an iteration opening or closing becomes visible to other
 /// accounts and in the feed.
 pub(crate) const FEED_DELAY_MS: u64 = 60_000;
-
-/// Length of one competition; competitions follow each other without gap.
-pub(crate) const COMPETITION_MS: u64 = 7 * 86_400_000;
 
 /// Most points `signals-iteration-price-movement` samples along an iteration.
 const MOVEMENT_POINTS: u64 = 20;
 
 /// Signals `featured` shows.
 const FEATURED: usize = 10;
-
-#[derive(Debug, Clone)]
-struct Signal {
-    id: i64,
-    user_id: i64,
-    name: String,
-    code: String,
-    side: String,
-    description: String,
-    custom: Vec<String>,
-    created_ms: u64,
-    updated_ms: u64,
-}
-
-#[derive(Debug, Clone)]
-struct Iteration {
-    id: i64,
-    signal_id: i64,
-    number: i64,
-    side: String,
-    opened_ms: u64,
-    open_price: f64,
-    closed_ms: Option<u64>,
-    close_price: Option<f64>,
-}
 
 impl Iteration {
     /// Result in percent in the direction of the side (a buy gains when the price rises).
@@ -73,241 +44,6 @@ impl Iteration {
             "close_price": self.close_price,
             "result_pct": self.close_price.map(|p| round(self.result_pct(p), 4)),
         })
-    }
-}
-
-const SIGNAL_COLUMNS: &str =
-    "id, user_id, name, code, side, description, custom, created_ms, updated_ms";
-
-fn signal_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Signal> {
-    let custom: String = r.get(6)?;
-    Ok(Signal {
-        id: r.get(0)?,
-        user_id: r.get(1)?,
-        name: r.get(2)?,
-        code: r.get(3)?,
-        side: r.get(4)?,
-        description: r.get(5)?,
-        custom: serde_json::from_str(&custom).unwrap_or_default(),
-        created_ms: u64::try_from(r.get::<_, i64>(7)?).unwrap_or(0),
-        updated_ms: u64::try_from(r.get::<_, i64>(8)?).unwrap_or(0),
-    })
-}
-
-fn iteration_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Iteration> {
-    Ok(Iteration {
-        id: r.get(0)?,
-        signal_id: r.get(1)?,
-        number: r.get(2)?,
-        side: r.get(3)?,
-        opened_ms: u64::try_from(r.get::<_, i64>(4)?).unwrap_or(0),
-        open_price: r.get(5)?,
-        closed_ms: r
-            .get::<_, Option<i64>>(6)?
-            .map(|v| u64::try_from(v).unwrap_or(0)),
-        close_price: r.get(7)?,
-    })
-}
-
-impl Store {
-    fn insert_signal(
-        &self,
-        user: i64,
-        key: &str,
-        p: &SignalPayload,
-        now: u64,
-    ) -> Result<i64, StoreError> {
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO extras_signals (user_id, developer_key, name, code, side, description, custom, created_ms, updated_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-            params![
-                user,
-                key,
-                p.name,
-                p.code,
-                p.side,
-                p.description,
-                json!(p.custom).to_string(),
-                ms(now)
-            ],
-        )?;
-        Ok(conn.last_insert_rowid())
-    }
-
-    fn signal(&self, id: i64) -> Result<Option<Signal>, StoreError> {
-        Ok(self
-            .conn()
-            .query_row(
-                &format!("SELECT {SIGNAL_COLUMNS} FROM extras_signals WHERE id = ?1"),
-                [id],
-                signal_row,
-            )
-            .optional()?)
-    }
-
-    /// Signals oldest first, of one developer or of everybody.
-    fn signals(&self, owner: Option<i64>) -> Result<Vec<Signal>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(&format!(
-            "SELECT {SIGNAL_COLUMNS} FROM extras_signals WHERE ?1 IS NULL OR user_id = ?1 ORDER BY id"
-        ))?;
-        let rows = stmt
-            .query_map([owner], signal_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
-    }
-
-    fn update_signal(&self, s: &Signal, now: u64) -> Result<(), StoreError> {
-        self.conn().execute(
-            "UPDATE extras_signals SET name = ?1, custom = ?2, updated_ms = ?3 WHERE id = ?4",
-            params![s.name, json!(s.custom).to_string(), ms(now), s.id],
-        )?;
-        Ok(())
-    }
-
-    /// Iterations of a signal, oldest first.
-    fn iterations(&self, signal: i64) -> Result<Vec<Iteration>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT id, signal_id, number, side, opened_ms, open_price, closed_ms, close_price
-             FROM extras_iterations WHERE signal_id = ?1 ORDER BY id",
-        )?;
-        let rows = stmt
-            .query_map([signal], iteration_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
-    }
-
-    fn open_iteration(
-        &self,
-        signal: i64,
-        number: i64,
-        side: &str,
-        now: u64,
-        price: f64,
-    ) -> Result<i64, StoreError> {
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO extras_iterations (signal_id, number, side, opened_ms, open_price)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![signal, number, side, ms(now), price],
-        )?;
-        Ok(conn.last_insert_rowid())
-    }
-
-    fn close_iteration(&self, id: i64, now: u64, price: f64) -> Result<(), StoreError> {
-        self.conn().execute(
-            "UPDATE extras_iterations SET closed_ms = ?1, close_price = ?2 WHERE id = ?3",
-            params![ms(now), price, id],
-        )?;
-        Ok(())
-    }
-
-    fn delete_iterations(&self, signal: i64) -> Result<usize, StoreError> {
-        Ok(self.conn().execute(
-            "DELETE FROM extras_iterations WHERE signal_id = ?1",
-            [signal],
-        )?)
-    }
-
-    fn delete_signal(&self, signal: i64) -> Result<(), StoreError> {
-        let conn = self.conn();
-        conn.execute(
-            "DELETE FROM extras_iterations WHERE signal_id = ?1",
-            [signal],
-        )?;
-        conn.execute(
-            "DELETE FROM extras_subscriptions WHERE signal_id = ?1",
-            [signal],
-        )?;
-        conn.execute("DELETE FROM extras_signals WHERE id = ?1", [signal])?;
-        Ok(())
-    }
-
-    /// `(signal id, since)` of a user's subscriptions, oldest first.
-    fn subscriptions(&self, user: i64) -> Result<Vec<(i64, u64)>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT signal_id, since_ms FROM extras_subscriptions WHERE user_id = ?1 ORDER BY since_ms, signal_id",
-        )?;
-        let rows = stmt
-            .query_map([user], |r| {
-                Ok((r.get(0)?, u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0)))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
-    }
-
-    fn subscribers(&self, signal: i64) -> Result<u64, StoreError> {
-        let n: i64 = self.conn().query_row(
-            "SELECT COUNT(*) FROM extras_subscriptions WHERE signal_id = ?1",
-            [signal],
-            |r| r.get(0),
-        )?;
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    /// Subscribes (`Some(since)`) or unsubscribes (`None`); false when nothing changed.
-    fn set_subscription(
-        &self,
-        user: i64,
-        signal: i64,
-        since: Option<u64>,
-    ) -> Result<bool, StoreError> {
-        let conn = self.conn();
-        let n = match since {
-            Some(t) => conn.execute(
-                "INSERT OR IGNORE INTO extras_subscriptions (user_id, signal_id, since_ms) VALUES (?1, ?2, ?3)",
-                params![user, signal, ms(t)],
-            )?,
-            None => conn.execute(
-                "DELETE FROM extras_subscriptions WHERE user_id = ?1 AND signal_id = ?2",
-                params![user, signal],
-            )?,
-        };
-        Ok(n == 1)
-    }
-
-    /// Users enrolled in a competition, in order of enrolment.
-    fn entrants(&self, competition: i64) -> Result<Vec<i64>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT user_id, fields FROM records WHERE kind = 'competition_entry' ORDER BY id",
-        )?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows
-            .into_iter()
-            .filter(|(_, f)| {
-                serde_json::from_str::<Value>(f)
-                    .ok()
-                    .and_then(|v| v["competition_id"].as_i64())
-                    == Some(competition)
-            })
-            .map(|(u, _)| u)
-            .collect())
-    }
-
-    /// `(developer, result in percent)` of every iteration closed in `[from, to)`.
-    fn closed_results(&self, from: u64, to: u64) -> Result<Vec<(i64, f64)>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT s.user_id, i.side, i.open_price, i.close_price FROM extras_iterations i
-             JOIN extras_signals s ON s.id = i.signal_id
-             WHERE i.closed_ms >= ?1 AND i.closed_ms < ?2",
-        )?;
-        let rows = stmt
-            .query_map(params![ms(from), ms(to)], |r| {
-                let side: String = r.get(1)?;
-                let open: f64 = r.get(2)?;
-                let close: f64 = r.get(3)?;
-                let change = (close / open - 1.0) * 100.0;
-                Ok((r.get(0)?, if side == "sell" { -change } else { change }))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
     }
 }
 
@@ -377,7 +113,7 @@ fn not_yours() -> ApiError {
 }
 
 /// A signal of the caller (owner-only endpoints).
-fn own_signal(env: &Env, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
+fn own_signal(env: &RequestContext, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
     let id = id_param(valid, "id").map_err(|_| not_yours())?;
     env.store
         .signal(id)
@@ -387,7 +123,7 @@ fn own_signal(env: &Env, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
 }
 
 /// Any signal (marketplace endpoints).
-fn any_signal(env: &Env, id: i64) -> Result<Signal, ApiError> {
+fn any_signal(env: &RequestContext, id: i64) -> Result<Signal, ApiError> {
     env.store
         .signal(id)
         .map_err(db)?
@@ -398,7 +134,7 @@ pub(super) fn call(
     path: &str,
     ep: &Endpoint,
     valid: &Valid,
-    env: &Env,
+    env: &RequestContext,
     user: i64,
 ) -> Result<Value, ApiError> {
     let now = env.now_ms;
@@ -592,14 +328,16 @@ pub(super) fn call(
                     .collect(),
             ))
         }
-        "competitions/list" => competitions(env, user),
-        "competitions/join" | "competitions/leave" => enrol(env, user, valid, path),
         _ => Err(ApiError::new(trading_model::ErrorCode::EmptyData).with_status(501)),
     }
 }
 
 /// The caller's subscriptions, or the one to `only` (refused when there is none).
-fn subscribed(env: &Env, user: i64, only: Option<i64>) -> Result<Vec<(i64, u64)>, ApiError> {
+fn subscribed(
+    env: &RequestContext,
+    user: i64,
+    only: Option<i64>,
+) -> Result<Vec<(i64, u64)>, ApiError> {
     let subs = env.store.subscriptions(user).map_err(db)?;
     match only {
         None => Ok(subs),
@@ -644,7 +382,7 @@ fn backtest(s: &Signal, since: u64, its: &[Iteration]) -> Value {
     })
 }
 
-fn trigger(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
+fn trigger(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let s = own_signal(env, user, valid)?;
     let side = valid.text("signal").unwrap_or("buy");
@@ -714,7 +452,7 @@ fn opposite(side: &str) -> &'static str {
     if side == "buy" { "sell" } else { "buy" }
 }
 
-fn feed(ep: &Endpoint, env: &Env, valid: &Valid) -> Result<Value, ApiError> {
+fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let only = match valid.text("id") {
         Some(t) => Some(
@@ -769,7 +507,7 @@ fn feed(ep: &Endpoint, env: &Env, valid: &Valid) -> Result<Value, ApiError> {
     }))
 }
 
-fn movement(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
+fn movement(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let s = any_signal(
         env,
@@ -826,119 +564,4 @@ fn movement(env: &Env, user: i64, valid: &Valid) -> Result<Value, ApiError> {
         "result_pct": round(it.result_pct(last), 4),
         "points": points.iter().map(|(t, p)| json!({"time_ms": t, "price": p})).collect::<Vec<_>>(),
     }))
-}
-
-/// The competition running at `t`: its number (the id) and its bounds.
-fn competition_at(t: u64) -> i64 {
-    i64::try_from(t / COMPETITION_MS).unwrap_or(i64::MAX)
-}
-
-fn competition_bounds(id: i64) -> (u64, u64) {
-    let start = u64::try_from(id).unwrap_or(0) * COMPETITION_MS;
-    (start, start + COMPETITION_MS)
-}
-
-fn competition_answer(env: &Env, user: i64, id: i64) -> Result<Value, ApiError> {
-    let now = env.now_ms;
-    let (start, end) = competition_bounds(id);
-    let status = if now >= end {
-        "finished"
-    } else if now >= start {
-        "running"
-    } else {
-        "upcoming"
-    };
-    let entrants = env.store.entrants(id).map_err(db)?;
-    let results = if now > start {
-        env.store
-            .closed_results(start, end.min(now + 1))
-            .map_err(db)?
-    } else {
-        Vec::new()
-    };
-    let mut board: Vec<(i64, f64, usize)> = entrants
-        .iter()
-        .map(|&u| {
-            let mine: Vec<f64> = results
-                .iter()
-                .filter(|(who, _)| *who == u)
-                .map(|r| r.1)
-                .collect();
-            (u, mine.iter().sum(), mine.len())
-        })
-        .collect();
-    board.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    let mut leaderboard = Vec::new();
-    for (rank, (u, score, n)) in board.into_iter().enumerate() {
-        let name = env.store.user(u).map_err(db)?.map(|x| x.name);
-        leaderboard.push(json!({
-            "rank": rank + 1,
-            "user_id": u,
-            "name": name,
-            "return_pct": round(score, 4),
-            "iterations_closed": n,
-        }));
-    }
-    Ok(json!({
-        "id": id,
-        "name": format!("Weekly signal cup #{id}"),
-        "rules": "Sum of the results (percent) of the entrants' signal iterations closed during the week.",
-        "starts_ms": start,
-        "ends_ms": end,
-        "status": status,
-        "enrolled": entrants.contains(&user),
-        "participants": entrants.len(),
-        "leaderboard": leaderboard,
-    }))
-}
-
-/// The last finished competition, the running one and the next two.
-fn competitions(env: &Env, user: i64) -> Result<Value, ApiError> {
-    let current = competition_at(env.now_ms);
-    let mut out = Vec::new();
-    for id in (current - 1)..=(current + 2) {
-        if id >= 0 {
-            out.push(competition_answer(env, user, id)?);
-        }
-    }
-    Ok(Value::Array(out))
-}
-
-fn enrol(env: &Env, user: i64, valid: &Valid, path: &str) -> Result<Value, ApiError> {
-    let id = id_param(valid, "id")?;
-    let current = competition_at(env.now_ms);
-    if id > current + 2 {
-        return Err(refused(
-            "id",
-            "No such competition (enrolment opens two weeks ahead).",
-        ));
-    }
-    if id < current {
-        return Err(refused("id", "This competition has finished."));
-    }
-    let (entries, _) = env
-        .store
-        .list_records("competition_entry", user, trading_model::MAX_LIMIT, 0)
-        .map_err(db)?;
-    let mine = entries
-        .iter()
-        .find(|r| r.fields.get("competition_id").and_then(Value::as_i64) == Some(id));
-    if path == "competitions/join" {
-        if mine.is_some() {
-            return Err(refused("id", "Already enrolled in this competition."));
-        }
-        let mut f = Map::new();
-        f.insert("competition_id".into(), json!(id));
-        env.store
-            .insert_record("competition_entry", user, &f, None, env.now_ms)
-            .map_err(db)?;
-    } else {
-        let Some(entry) = mine else {
-            return Err(refused("id", "Not enrolled in this competition."));
-        };
-        env.store
-            .delete_record("competition_entry", user, entry.id)
-            .map_err(db)?;
-    }
-    competition_answer(env, user, id)
 }

@@ -6,12 +6,51 @@
 //! a valid algorithm. Nothing here runs an algorithm.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Endpoint, Valid};
 
-use super::{db, id_param, opt_id, refused};
-use crate::handlers::Env;
+use crate::context::{RequestContext, caller_of, db, id_param, opt_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
+
+/// Endpoints answered here.
+const PATHS: [&str; 18] = [
+    "algorithm-creator/algorithm-add",
+    "algorithm-creator/algorithm-update",
+    "algorithm-creator/algorithm-remove",
+    "algorithm-creator/algorithm-statistics",
+    "algorithm-creator/condition-add",
+    "algorithm-creator/condition-remove",
+    "algorithm-creator/condition-update",
+    "algorithm-creator/execution-add",
+    "algorithm-creator/execution-remove",
+    "algorithm-creator/execution-update",
+    "algorithm-creator/list-algorithms",
+    "algorithm-creator/list-condition-operators",
+    "algorithm-creator/list-conditions",
+    "algorithm-creator/list-executions",
+    "algorithm-creator/list-order-types",
+    "algorithm-creator/publish-algorithm",
+    "algorithm-creator/unpublish-algorithm",
+    "algorithm-creator/validate-algorithm",
+];
+
+/// Whether this module answers `path`.
+pub(crate) fn handles(path: &str) -> bool {
+    PATHS.contains(&path)
+}
+
+/// Answers `ep` if this module handles it.
+pub(crate) fn call(
+    ep: &Endpoint,
+    valid: &Valid,
+    env: &RequestContext,
+) -> Option<Result<Value, ApiError>> {
+    if !handles(&ep.path) {
+        return None;
+    }
+    let name = ep.path.split_once('/').map_or("", |(_, n)| n);
+    Some(caller_of(env).and_then(|c| answer_for(name, valid, env, c.user_id)))
+}
 
 const ALGORITHM: &str = "algorithm";
 const CONDITION: &str = "algorithm_condition";
@@ -83,7 +122,12 @@ fn text_fields(valid: &Valid, names: &[&str]) -> Map<String, Value> {
     f
 }
 
-fn children(env: &Env, user: i64, kind: &str, algorithm: i64) -> Result<Vec<Record>, ApiError> {
+fn children(
+    env: &RequestContext,
+    user: i64,
+    kind: &str,
+    algorithm: i64,
+) -> Result<Vec<Record>, ApiError> {
     let (rows, _) = env
         .store
         .list_records(kind, user, trading_model::MAX_LIMIT, 0)
@@ -95,7 +139,12 @@ fn children(env: &Env, user: i64, kind: &str, algorithm: i64) -> Result<Vec<Reco
         .collect())
 }
 
-fn algorithm(env: &Env, user: i64, valid: &Valid, param: &str) -> Result<Record, ApiError> {
+fn algorithm(
+    env: &RequestContext,
+    user: i64,
+    valid: &Valid,
+    param: &str,
+) -> Result<Record, ApiError> {
     let id =
         id_param(valid, param).map_err(|_| refused(param, "No such algorithm on this account."))?;
     env.store
@@ -108,7 +157,7 @@ fn published(r: &Record) -> bool {
     r.fields.get("published").and_then(Value::as_bool) == Some(true)
 }
 
-fn algorithm_answer(env: &Env, user: i64, r: &Record) -> Result<Value, ApiError> {
+fn algorithm_answer(env: &RequestContext, user: i64, r: &Record) -> Result<Value, ApiError> {
     let mut a = answer(r);
     a["published"] = json!(published(r));
     a["conditions"] = json!(children(env, user, CONDITION, r.id)?.len());
@@ -142,7 +191,7 @@ fn check_order_type(t: &str) -> Result<(), ApiError> {
 }
 
 /// What keeps an algorithm from running: one `{where, error}` per problem.
-fn problems(env: &Env, user: i64, alg: &Record) -> Result<Vec<Value>, ApiError> {
+fn problems(env: &RequestContext, user: i64, alg: &Record) -> Result<Vec<Value>, ApiError> {
     let mut out = Vec::new();
     let mut problem = |at: String, error: String| out.push(json!({"where": at, "error": error}));
     for f in [
@@ -220,7 +269,12 @@ fn problems(env: &Env, user: i64, alg: &Record) -> Result<Vec<Value>, ApiError> 
     Ok(out)
 }
 
-pub(super) fn call(name: &str, valid: &Valid, env: &Env, user: i64) -> Result<Value, ApiError> {
+fn answer_for(
+    name: &str,
+    valid: &Valid,
+    env: &RequestContext,
+    user: i64,
+) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let store = &env.store;
     match name {

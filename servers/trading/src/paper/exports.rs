@@ -1,0 +1,338 @@
+//! Exports of strategy transactions: requested, prepared on the injected clock, listed
+//! and fetched as CSV (RFC 4180) or `.xls` (SpreadsheetML 2003 XML), base64-encoded.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use trading_model::ApiError;
+use trading_model::strategy_profile::Profile;
+
+use super::call_context::{Cx, paged, sql};
+use super::strategies::{TxQuery, describe, transactions};
+use crate::context::{NO_RECORD, refused};
+use crate::store::{Export, PaperDb};
+
+pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
+    match path {
+        "export/request" => export_request(cx),
+        "export/list" => export_list(cx),
+        "export/fetch" => export_fetch(cx),
+        _ => Err(refused("path", "unhandled")),
+    }
+}
+
+/// Time an export takes to prepare, on the injected clock.
+const EXPORT_DELAY_MS: u64 = 3_000;
+
+/// Columns of a strategy transaction record, in the spec's order.
+pub(super) const TX_FIELDS: [&str; 41] = [
+    "id",
+    "time_created",
+    "last_updated",
+    "c_active",
+    "c_order",
+    "c_lookup_status",
+    "c_lookup_count",
+    "c_row",
+    "c_symbol_code",
+    "c_exchange",
+    "c_symbol",
+    "c_symbolid",
+    "c_type",
+    "c_type_orig",
+    "c_side",
+    "c_amount",
+    "c_price",
+    "c_price_entry",
+    "c_price_offset",
+    "c_payload",
+    "c_time_requested",
+    "c_time_orderplaced",
+    "c_time_completed",
+    "c_time_journey",
+    "c_order_id",
+    "c_order_slice",
+    "c_order_success",
+    "c_order_failed",
+    "c_order_status",
+    "c_order_remaining",
+    "c_order_filled",
+    "c_com",
+    "c_child_id",
+    "c_cancel",
+    "c_cancel_time",
+    "c_spread_entry",
+    "c_trace_order",
+    "c_conditions",
+    "custom_id",
+    "c_max_time",
+    "strategy_id",
+];
+
+const STRATEGY_FIELDS: [&str; 10] = [
+    "id",
+    "name",
+    "algorithm_id",
+    "algorithm",
+    "state",
+    "slices",
+    "slice_delay",
+    "executables",
+    "transactions",
+    "codes",
+];
+
+/// One CSV field per RFC 4180: quoted when it holds a comma, quote, CR or LF.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+pub(super) fn csv(rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        out.push_str(&r.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' => out.push_str("&#9;"),
+            // XML 1.0 cannot carry other control characters at all.
+            c if (c as u32) < 0x20 => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A SpreadsheetML 2003 workbook (Excel and LibreOffice open it as `.xls`); all cells are
+/// strings, as the transaction records are.
+pub(super) fn spreadsheet(rows: &[Vec<String>], sheet: &str) -> String {
+    let mut out = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<?mso-application progid=\"Excel.Sheet\"?>\n\
+         <Workbook xmlns=\"urn:schemas-microsoft-com:office:spreadsheet\" \
+         xmlns:ss=\"urn:schemas-microsoft-com:office:spreadsheet\">\n",
+    );
+    out.push_str(&format!(
+        " <Worksheet ss:Name=\"{}\">\n  <Table>\n",
+        xml_escape(sheet)
+    ));
+    for r in rows {
+        out.push_str("   <Row>");
+        for f in r {
+            out.push_str(&format!(
+                "<Cell><Data ss:Type=\"String\">{}</Data></Cell>",
+                xml_escape(f)
+            ));
+        }
+        out.push_str("</Row>\n");
+    }
+    out.push_str("  </Table>\n </Worksheet>\n</Workbook>\n");
+    out
+}
+
+fn export_rows(
+    cx: &Cx<'_>,
+    conn: &PaperDb<'_>,
+    system: &str,
+    symbol: &str,
+    limit: usize,
+) -> Result<Vec<Vec<String>>, ApiError> {
+    let mut rows = Vec::new();
+    if system == "all_strategies" {
+        rows.push(STRATEGY_FIELDS.iter().map(|s| (*s).to_owned()).collect());
+        for (id, p) in conn.profiles_of(cx.user()).map_err(sql)?.into_iter().rev() {
+            let codes = Profile::new(&p).list("executable_codes");
+            if !codes.iter().any(|c| c.trim().eq_ignore_ascii_case(symbol)) {
+                continue;
+            }
+            let r = conn.row_of(cx.user(), id).map_err(sql)?;
+            let d = describe(conn, id, &p, &r).map_err(sql)?;
+            let cell = |k: &str| match &d[k] {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                v => v.to_string(),
+            };
+            let mut row: Vec<String> = STRATEGY_FIELDS[..9].iter().map(|k| cell(k)).collect();
+            row.push(codes.join(" "));
+            rows.push(row);
+            if rows.len() > limit {
+                break;
+            }
+        }
+    } else {
+        rows.push(TX_FIELDS.iter().map(|s| (*s).to_owned()).collect());
+        let q = TxQuery {
+            strategy: None,
+            code: Some(symbol),
+            filled_only: false,
+            limit: limit as u64,
+            offset: 0,
+        };
+        let (txs, _) = transactions(conn, &cx.env.market, cx.user(), &q).map_err(sql)?;
+        for (sid, t) in txs {
+            let mut row: Vec<String> = TX_FIELDS[..40]
+                .iter()
+                .map(|k| t[*k].as_str().unwrap_or("").to_owned())
+                .collect();
+            row.push(sid.to_string());
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let system = cx
+        .valid
+        .text("system")
+        .unwrap_or("strategy_transactions")
+        .to_owned();
+    let kind = cx.valid.text("type").unwrap_or(".csv").to_owned();
+    let symbol = cx
+        .valid
+        .text("symbol")
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if cx.env.market.symbol(&symbol).is_none() {
+        return Err(refused("symbol", "Unknown trading code."));
+    }
+    let plan = cx.plan();
+    let cap = plan["strategies"]["export"]["transactions_rows"]
+        .as_u64()
+        .unwrap_or(10_000);
+    let keep_s = plan["strategies"]["export"]["maximum_storage_time"]
+        .as_u64()
+        .unwrap_or(86_400);
+    let limit = cx.valid.integer("limit").unwrap_or(100);
+    if limit < 1 {
+        return Err(refused("limit", "limit is at least 1."));
+    }
+    let limit = usize::try_from(u64::try_from(limit).unwrap_or(1).min(cap)).unwrap_or(usize::MAX);
+    let conn = cx.store().paper();
+    let rows = export_rows(cx, &conn, &system, &symbol, limit)?;
+    let (content, ext) = if kind == ".xls" {
+        (spreadsheet(&rows, &system), "xls")
+    } else {
+        (csv(&rows), "csv")
+    };
+    let now = cx.now();
+    let ready = now + EXPORT_DELAY_MS;
+    let export = Export {
+        id: 0,
+        system: system.clone(),
+        kind: kind.to_string(),
+        symbol: symbol.clone(),
+        rows: rows.len() as i64 - 1,
+        filename: String::new(),
+        content: content.into_bytes(),
+        created: now,
+        ready,
+        expires: ready + keep_s * 1000,
+    };
+    let id = conn.insert_export(cx.user(), &export).map_err(sql)?;
+    let filename = format!("{system}-{symbol}-{id}.{ext}");
+    conn.set_export_filename(id, &filename).map_err(sql)?;
+    Ok(
+        json!({"id": id, "status": "preparing", "filename": filename, "rows": rows.len() - 1, "ready_ms": ready}),
+    )
+}
+
+fn status(e: &Export, now: u64) -> &'static str {
+    if now < e.ready {
+        "preparing"
+    } else if now >= e.expires {
+        "expired"
+    } else {
+        "ready"
+    }
+}
+
+fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let conn = cx.store().paper();
+    let rows = conn.exports(cx.user(), None).map_err(sql)?;
+    let now = cx.now();
+    Ok(paged(
+        cx.ep,
+        cx.valid,
+        rows.iter()
+            .map(|e| {
+                json!({
+                    "id": e.id, "system": e.system, "type": e.kind, "symbol": e.symbol, "rows": e.rows,
+                    "filename": e.filename, "status": status(e, now), "size": e.content.len(),
+                    "requested_ms": e.created, "ready_ms": e.ready, "expires_ms": e.expires,
+                })
+            })
+            .collect(),
+    ))
+}
+
+fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let id = cx.id("id")?;
+    let conn = cx.store().paper();
+    let Some(e) = conn
+        .exports(cx.user(), Some(id))
+        .map_err(sql)?
+        .into_iter()
+        .next()
+    else {
+        return Err(refused("id", NO_RECORD));
+    };
+    let now = cx.now();
+    match status(&e, now) {
+        "preparing" => Ok(json!({
+            "id": e.id, "status": "preparing", "ready_ms": e.ready,
+            "message": format!("The export is being prepared; please wait {} ms and fetch again.", e.ready - now),
+        })),
+        "expired" => Err(refused("id", "The export has expired; request a new one.")),
+        _ => Ok(json!({
+            "id": e.id,
+            "status": "ready",
+            "filename": e.filename,
+            "content_type": if e.kind == ".xls" { "application/vnd.ms-excel" } else { "text/csv; charset=utf-8" },
+            "encoding": "base64",
+            "size": e.content.len(),
+            "rows": e.rows,
+            "content": STANDARD.encode(&e.content),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_per_rfc4180() {
+        let rows = vec![vec![
+            "a".into(),
+            "b,c".into(),
+            "say \"hi\"".into(),
+            "x\ny".into(),
+        ]];
+        assert_eq!(csv(&rows), "a,\"b,c\",\"say \"\"hi\"\"\",\"x\ny\"\r\n");
+    }
+
+    #[test]
+    fn spreadsheet_escapes() {
+        let x = spreadsheet(&[vec!["<a&b>".into()]], "s");
+        assert!(x.contains("&lt;a&amp;b&gt;"));
+        // SpreadsheetML 2003 names its rows `Row`.
+        assert!(x.contains("<Row><Cell>") && x.contains("</Row>"), "{x}");
+    }
+}
