@@ -1,1 +1,8 @@
+//! Black-box tests: the examples, the `ratelimit` server and Redis as real processes on
+//! loopback ports; the layer in process where a test must break its store.
 
+mod axum_example;
+mod common;
+mod failure;
+mod shared_redis;
+mod tonic_example;
