@@ -54,22 +54,24 @@ where
     }
 
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
-        // The service polled ready is the one that must take the request.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         let state = match self.shared.decide_now(&req) {
+            // Decided: the service polled ready takes the request now.
             Step::Done(Verdict::Pass) => State::Calling {
-                fut: inner.call(req),
+                fut: self.inner.call(req),
                 headers: None,
             },
             Step::Done(Verdict::Allow(h)) => State::Calling {
-                fut: inner.call(req),
+                fut: self.inner.call(req),
                 headers: Some(h),
             },
             Step::Done(Verdict::Deny(resp)) => State::Ready {
                 response: Some(resp),
             },
             Step::Later(creq) => {
+                // The ready service goes into the future, which calls it once decided; a
+                // clone stays for the next `poll_ready`.
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
                 let shared = self.shared.clone();
                 let grpc = crate::decision::is_grpc(req.headers());
                 State::Deciding {

@@ -25,7 +25,27 @@ fn built() -> &'static Path {
     DIR.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let cargo = |args: &[&str]| {
-            let ok = Command::new(env!("CARGO"))
+            let mut cmd = Command::new(env!("CARGO"));
+            // What cargo told this test about its package is not the build's business,
+            // and build scripts that watch it (ring's: CARGO_MANIFEST_DIR) would rebuild
+            // their crate, and everything above it, on every run.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                let ours = [
+                    "CARGO_PKG_",
+                    "CARGO_BIN_",
+                    "CARGO_MANIFEST_",
+                    "CARGO_CRATE_",
+                ]
+                .iter()
+                .any(|p| name.starts_with(p))
+                    || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"]
+                        .contains(&name.as_ref());
+                if ours {
+                    cmd.env_remove(name.as_ref());
+                }
+            }
+            let ok = cmd
                 .current_dir(&root)
                 .env("CARGO_INCREMENTAL", "0")
                 .args(args)
