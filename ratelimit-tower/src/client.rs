@@ -65,12 +65,12 @@ impl ClientAddress {
         {
             return peer;
         }
-        self.from_forwarded_for(headers).or(peer)
+        self.forwarded_client(headers).or(peer)
     }
 
     /// The N-th entry from the right of every `X-Forwarded-For` line, in order; `None`
     /// when there are fewer entries or that one is not an address.
-    fn from_forwarded_for(&self, headers: &HeaderMap) -> Option<IpAddr> {
+    fn forwarded_client(&self, headers: &HeaderMap) -> Option<IpAddr> {
         let mut wanted = self.trusted_hops as usize;
         // The lines from the last, each line's entries from the right. A line that is not
         // text ends the walk: what lies left of it cannot be placed.
