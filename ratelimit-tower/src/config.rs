@@ -28,8 +28,9 @@ use serde::Deserialize;
 
 use crate::actions::Action;
 use crate::headers::HeaderStyle;
-use crate::layer::{BuildError, FailureMode, LayerBuilder, RateLimitLayer};
+use crate::layer::{LayerBuilder, RateLimitLayer};
 use crate::matcher::{HeaderMatcher, HeaderSource, ValueMatch};
+use crate::settings::{BuildError, FailureMode};
 
 /// A layer's settings, as a document.
 #[derive(Debug, Clone, Deserialize)]

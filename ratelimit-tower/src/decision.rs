@@ -13,8 +13,8 @@ use ratelimit_core::{Clock, Code, CounterStore, Error, Request, Response};
 
 use crate::client::peer_addr;
 use crate::headers::{self, HeaderStyle};
-use crate::layer::{FailureMode, Shared};
 use crate::matcher::RequestInfo;
+use crate::settings::{FailureMode, Shared};
 
 /// What the layer does with a request.
 pub(crate) enum Verdict<B> {

@@ -1,55 +1,16 @@
-//! The layer and its settings: which limiter, which descriptors, what a denial and a
+//! The layer and its builder: which limiter, which descriptors, what a denial and a
 //! failure look like.
 
 use std::sync::Arc;
 
 use http::StatusCode;
 use ratelimit_core::{Clock, CounterStore, Error, Limiter};
-use serde::Deserialize;
 
 use crate::actions::{Action, Descriptors};
 use crate::client::ClientAddress;
 use crate::headers::HeaderStyle;
 use crate::service::RateLimit;
-
-/// What happens to a request the limiter could not decide (the store is down, no rules
-/// are loaded). Either way the error goes to the layer's error hook.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureMode {
-    /// Let it through (Envoy's default, `failure_mode_deny: false`).
-    #[default]
-    Open,
-    /// Refuse it with the error status (`500`, or gRPC `UNAVAILABLE`).
-    Closed,
-}
-
-/// A layer that could not be built: what is wrong with its settings.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct BuildError(String);
-
-impl BuildError {
-    pub(crate) fn new(message: impl Into<String>) -> BuildError {
-        BuildError(message.into())
-    }
-}
-
-/// Called with every error the limiter returns (a store failure, no rules loaded).
-pub type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
-
-/// What every service of a layer shares.
-pub(crate) struct Shared<S, C> {
-    pub(crate) limiter: Arc<Limiter<S, C>>,
-    pub(crate) domain: String,
-    pub(crate) descriptors: Descriptors,
-    pub(crate) client: ClientAddress,
-    pub(crate) headers: HeaderStyle,
-    pub(crate) shadow_mode: bool,
-    pub(crate) failure_mode: FailureMode,
-    pub(crate) status_on_error: StatusCode,
-    pub(crate) on_error: Option<ErrorHook>,
-}
+use crate::settings::{BuildError, ErrorHook, FailureMode, Shared};
 
 /// A [`tower_layer::Layer`] that rate limits `http::Request`s with a shared
 /// [`Limiter`]. Cloning it is cheap; one limiter may serve several layers (one per

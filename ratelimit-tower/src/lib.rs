@@ -66,19 +66,22 @@ mod actions;
 pub mod client;
 pub mod config;
 mod decision;
+mod error;
 pub mod headers;
 mod layer;
 pub mod matcher;
 pub mod reload;
 mod service;
+mod settings;
 
 pub use actions::{Action, Descriptors, Extractor};
 pub use client::{ClientAddress, PeerAddr};
 pub use config::LayerConfig;
 pub use headers::HeaderStyle;
-pub use layer::{BuildError, ErrorHook, FailureMode, LayerBuilder, RateLimitLayer};
+pub use layer::{LayerBuilder, RateLimitLayer};
 pub use matcher::{HeaderMatcher, HeaderSource, RequestInfo, ValueMatch};
 pub use service::{RateLimit as RateLimitService, ResponseFuture};
+pub use settings::{BuildError, ErrorHook, FailureMode};
 
 pub use ratelimit_backends as backends;
 pub use ratelimit_core::code_rules::{Key, RateLimit, Rules};

@@ -4,7 +4,7 @@
 use http::{HeaderMap, HeaderName, Method, Uri};
 use regex::Regex;
 
-use crate::BuildError;
+use crate::error::BuildError;
 
 /// The parts of a request the actions read. Built once per request by the layer; custom
 /// actions ([`crate::Action::custom`]) get it too.

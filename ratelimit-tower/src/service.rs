@@ -11,7 +11,7 @@ use ratelimit_core::{Clock, CounterStore};
 use tower_service::Service;
 
 use crate::decision::{Step, Verdict};
-use crate::layer::Shared;
+use crate::settings::Shared;
 
 /// A service behind a rate limit; made by [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S, C> {
