@@ -68,17 +68,24 @@ pub struct RateLimitConfig {
     pub actions: Vec<ActionConfig>,
 }
 
-/// One action; exactly one field is set.
+/// One action; exactly one field is set. Each is the Envoy action of the same name
+/// (`method` and `path` are ours); [`Action`] says what each produces.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)] // Envoy's action names; `Action` documents each.
 pub struct ActionConfig {
+    /// A header's value: [`Action::RequestHeader`].
     pub request_headers: Option<RequestHeadersConfig>,
+    /// The client address: [`Action::RemoteAddress`].
     pub remote_address: Option<Empty>,
+    /// The client's network: [`Action::MaskedRemoteAddress`].
     pub masked_remote_address: Option<MaskedConfig>,
+    /// A constant: [`Action::GenericKey`].
     pub generic_key: Option<GenericKeyConfig>,
+    /// A constant when headers match: [`Action::HeaderValueMatch`].
     pub header_value_match: Option<HeaderValueMatchConfig>,
+    /// The method: [`Action::Method`].
     pub method: Option<KeyOnly>,
+    /// The path: [`Action::Path`].
     pub path: Option<KeyOnly>,
 }
 
@@ -87,63 +94,82 @@ pub struct ActionConfig {
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
+/// `request_headers`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct RequestHeadersConfig {
+    /// The header, or `:method`, `:path`, `:authority`, `:scheme`.
     pub header_name: String,
+    /// The entry's key.
     pub descriptor_key: String,
+    /// When the header is absent, leave out the entry, not the descriptor.
     #[serde(default)]
     pub skip_if_absent: bool,
 }
 
+/// `masked_remote_address`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct MaskedConfig {
+    /// Bits of an IPv4 address kept (default 32).
     pub v4_prefix_mask_len: Option<u8>,
+    /// Bits of an IPv6 address kept (default 128).
     pub v6_prefix_mask_len: Option<u8>,
 }
 
+/// `generic_key`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct GenericKeyConfig {
+    /// The entry's value.
     pub descriptor_value: String,
+    /// The entry's key (default `generic_key`).
     pub descriptor_key: Option<String>,
 }
 
+/// `header_value_match`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct HeaderValueMatchConfig {
+    /// The entry's value.
     pub descriptor_value: String,
+    /// The entry's key (default `header_match`).
     pub descriptor_key: Option<String>,
+    /// Produce the entry when all headers match (default), or when not all do.
     pub expect_match: Option<bool>,
+    /// The tests, all of which must pass.
     pub headers: Vec<HeaderMatcherConfig>,
 }
 
 /// `method: {}` or `path: {descriptor_key: route}`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct KeyOnly {
+    /// The entry's key (default: the action's name).
     pub descriptor_key: Option<String>,
 }
 
-/// Envoy's `HeaderMatcher`: a name and one test.
+/// Envoy's `HeaderMatcher`: a name and exactly one test.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct HeaderMatcherConfig {
+    /// The header, or a pseudo-header.
     pub name: String,
+    /// The value equals this.
     pub exact_match: Option<String>,
+    /// The value starts with this.
     pub prefix_match: Option<String>,
+    /// The value ends with this.
     pub suffix_match: Option<String>,
+    /// The value contains this.
     pub contains_match: Option<String>,
+    /// The header is present (`true`) or absent (`false`).
     pub present_match: Option<bool>,
+    /// The whole value matches this regular expression.
     pub safe_regex_match: Option<RegexConfig>,
+    /// Envoy's newer form of the tests above, with `ignore_case`.
     pub string_match: Option<StringMatchConfig>,
+    /// Invert the result.
     #[serde(default)]
     pub invert_match: bool,
 }
@@ -151,21 +177,26 @@ pub struct HeaderMatcherConfig {
 /// `{regex: ...}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct RegexConfig {
+    /// The expression (Rust's `regex` syntax; it must match the whole value).
     pub regex: String,
 }
 
 /// Envoy's `StringMatcher`: one test, optionally case-insensitive.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
 pub struct StringMatchConfig {
+    /// Equals.
     pub exact: Option<String>,
+    /// Starts with.
     pub prefix: Option<String>,
+    /// Ends with.
     pub suffix: Option<String>,
+    /// Contains.
     pub contains: Option<String>,
+    /// Matches wholly.
     pub safe_regex: Option<RegexConfig>,
+    /// Compare case-insensitively (not for `safe_regex`).
     #[serde(default)]
     pub ignore_case: bool,
 }
