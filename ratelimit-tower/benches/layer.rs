@@ -6,7 +6,7 @@
 //! peer address). Both limits are generous enough never to deny, and requests come from
 //! 1024 addresses in turn, so the steady state is "look up a key, take a token". Each
 //! layer's overhead is its router's time per request minus the bare router's; after
-//! criterion, interleaved triples (bare, ours, theirs) print the median ratio of the two
+//! criterion, finely interleaved rounds (bare, ours, theirs) print the ratio of the two
 //! overheads, with headers off and with each side's rate limit headers on.
 
 use std::hint::black_box;
@@ -26,6 +26,11 @@ use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
 const KEYS: u32 = 1024;
+/// Requests per timed run in the interleaved part after criterion.
+const CHUNK: u32 = 1_000;
+/// Rounds (bare, ours, theirs) per block, and blocks.
+const ROUNDS_PER_BLOCK: usize = 60;
+const BLOCKS: usize = 7;
 
 fn bare() -> Router {
     Router::new().route("/", get(|| async { "hello" }))
@@ -110,40 +115,61 @@ criterion_group! {
     targets = routers
 }
 
-/// Median over interleaved triples of (our overhead) / (their overhead), and the median
-/// nanoseconds per request of each router.
-fn overhead_ratio(ours: &Router, theirs: &Router, triples: usize) -> (f64, Vec<f64>, [f64; 3]) {
+/// The overheads' ratio from finely interleaved timing: each round times [`CHUNK`]
+/// requests through the bare router, ours and theirs in turn, so that what the other
+/// processes on the machine take falls on all three alike. Rounds are grouped into
+/// [`BLOCKS`] blocks; each block gives a ratio (their spread shows the noise), and the
+/// medians of the per-request times give the overall one.
+fn overhead_ratio(ours: &Router, theirs: &Router) -> (Vec<f64>, [f64; 3]) {
     let base = bare();
-    let n = 20_000;
-    let time = |app: &Router| {
+    let time = |app: &Router, offset: u32| {
         let t = Instant::now();
-        black_box(run(app, n, 0));
-        t.elapsed().as_secs_f64() * 1e9 / f64::from(n)
+        black_box(run(app, CHUNK, offset));
+        t.elapsed().as_secs_f64() * 1e9 / f64::from(CHUNK)
     };
     // Warm: every address's key exists on both sides.
     for app in [&base, ours, theirs] {
         run(app, KEYS * 2, 0);
     }
-    let mut times = [Vec::new(), Vec::new(), Vec::new()];
-    let mut ratios: Vec<f64> = (0..triples)
-        .map(|_| {
-            let t = [time(&base), time(ours), time(theirs)];
-            for (all, one) in times.iter_mut().zip(t) {
-                all.push(one);
-            }
-            (t[1] - t[0]) / (t[2] - t[0])
-        })
-        .collect();
-    let shown = ratios.clone();
-    let median = |v: &mut Vec<f64>| {
+    let mut rounds: Vec<[f64; 3]> = Vec::new();
+    for r in 0..BLOCKS * ROUNDS_PER_BLOCK {
+        let offset = r as u32 * CHUNK;
+        rounds.push([
+            time(&base, offset),
+            time(ours, offset),
+            time(theirs, offset),
+        ]);
+    }
+    let ratio = |rs: &[[f64; 3]]| {
+        let sum = |i: usize| rs.iter().map(|t| t[i]).sum::<f64>();
+        (sum(1) - sum(0)) / (sum(2) - sum(0))
+    };
+    let blocks = rounds.chunks(ROUNDS_PER_BLOCK).map(ratio).collect();
+    let median = |i: usize| {
+        let mut v: Vec<f64> = rounds.iter().map(|t| t[i]).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let ns = times.map(|mut v| median(&mut v));
-    (median(&mut ratios), shown, ns)
+    (blocks, [median(0), median(1), median(2)])
 }
 
 fn main() {
+    // `LAYER_BENCH_ONLY=<variant>:<n>`: n requests through one router, nothing else, for
+    // instruction counts under callgrind (`benches/callgrind-layer.sh` in docs/benchmarks.md).
+    if let Ok(only) = std::env::var("LAYER_BENCH_ONLY") {
+        let (variant, n) = only.split_once(':').expect("variant:n");
+        let app = match variant {
+            "bare" => bare(),
+            "ours" => ours(HeaderStyle::None),
+            "theirs" => theirs(false),
+            "ours-ietf" => ours(HeaderStyle::Ietf),
+            "theirs-headers" => theirs(true),
+            other => panic!("unknown variant {other}"),
+        };
+        run(&app, KEYS * 2, 0);
+        black_box(run(&app, n.parse().expect("a count"), 0));
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
     // Under `cargo test` the bench binary runs once in test mode: skip the timed part.
@@ -159,16 +185,18 @@ fn main() {
         ),
     ];
     for (name, us, them) in pairs {
-        let (median, all, [bare_ns, ours_ns, theirs_ns]) = overhead_ratio(&us, &them, 9);
-        let all: Vec<String> = all.iter().map(|r| format!("{r:.3}")).collect();
+        let (mut blocks, [bare_ns, ours_ns, theirs_ns]) = overhead_ratio(&us, &them);
+        let shown: Vec<String> = blocks.iter().map(|r| format!("{r:.2}")).collect();
+        blocks.sort_by(f64::total_cmp);
+        let (ours_plus, theirs_plus) = (ours_ns - bare_ns, theirs_ns - bare_ns);
         println!(
-            "RATIO overhead ratelimit-tower/tower_governor ({name}, {KEYS} addresses, 9 \
-             interleaved triples): median {median:.3} [{}] (target <= 1.5); ns/request: \
-             bare {bare_ns:.0}, ours {ours_ns:.0} (+{:.0}), tower_governor {theirs_ns:.0} \
-             (+{:.0})",
-            all.join(" "),
-            ours_ns - bare_ns,
-            theirs_ns - bare_ns,
+            "RATIO overhead ratelimit-tower/tower_governor ({name}, {KEYS} addresses, \
+             {BLOCKS} blocks of {ROUNDS_PER_BLOCK} interleaved rounds of {CHUNK} requests): \
+             median block {:.3} [{}] (target <= 1.5); ns/request (medians): bare \
+             {bare_ns:.0}, ours {ours_ns:.0} (+{ours_plus:.0}), tower_governor \
+             {theirs_ns:.0} (+{theirs_plus:.0})",
+            blocks[blocks.len() / 2],
+            shown.join(" "),
         );
     }
 }

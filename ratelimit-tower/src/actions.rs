@@ -193,8 +193,14 @@ impl Action {
                 None if *skip_if_absent => return Wrote::Skipped,
                 None => return Wrote::Failed,
             },
-            Action::RemoteAddress => match &req.client {
-                Some(ip) => ("remote_address", ip),
+            Action::RemoteAddress => match req.client {
+                Some(ip) => {
+                    slot.key.clear();
+                    slot.key.push_str("remote_address");
+                    slot.value.clear();
+                    write_ip(&mut slot.value, ip);
+                    return Wrote::Entry;
+                }
                 None => return Wrote::Failed,
             },
             Action::MaskedRemoteAddress {
@@ -252,6 +258,34 @@ fn set(slot: &mut Entry, key: &str, value: &dyn std::fmt::Display) -> Wrote {
     slot.value.clear();
     let _ = write!(slot.value, "{value}");
     Wrote::Entry
+}
+
+/// `ip` as `Display` writes it; IPv4 (the common case) through a stack buffer, without
+/// the formatting machinery or a capacity check per character.
+fn write_ip(out: &mut String, ip: std::net::IpAddr) {
+    let std::net::IpAddr::V4(v4) = ip else {
+        let _ = write!(out, "{ip}");
+        return;
+    };
+    let mut buf = [0u8; 15];
+    let mut n = 0;
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b'.';
+            n += 1;
+        }
+        if octet >= 100 {
+            buf[n] = b'0' + octet / 100;
+            n += 1;
+        }
+        if octet >= 10 {
+            buf[n] = b'0' + octet / 10 % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + octet % 10;
+        n += 1;
+    }
+    out.push_str(std::str::from_utf8(&buf[..n]).expect("digits and dots"));
 }
 
 /// The action lists of a layer: one descriptor each.

@@ -28,12 +28,7 @@ pub struct ClientAddress {
 /// [`SocketAddr`] (hyper users insert one), axum's `ConnectInfo<SocketAddr>` or tonic's
 /// `TcpConnectInfo` (with those features).
 pub fn peer_addr(ext: &Extensions) -> Option<IpAddr> {
-    if let Some(p) = ext.get::<PeerAddr>() {
-        return Some(p.0.ip());
-    }
-    if let Some(a) = ext.get::<SocketAddr>() {
-        return Some(a.ip());
-    }
+    // The framework's own first: it is there on every request of an axum or tonic server.
     #[cfg(feature = "axum")]
     if let Some(c) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(c.0.ip());
@@ -45,7 +40,10 @@ pub fn peer_addr(ext: &Extensions) -> Option<IpAddr> {
     {
         return Some(a.ip());
     }
-    None
+    if let Some(p) = ext.get::<PeerAddr>() {
+        return Some(p.0.ip());
+    }
+    ext.get::<SocketAddr>().map(SocketAddr::ip)
 }
 
 /// The peer's address, for servers that put nothing of their own in the extensions:

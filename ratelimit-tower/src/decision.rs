@@ -58,26 +58,19 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
     /// Decides `req` during the call when the store allows it.
     pub(crate) fn decide_now<ReqB, ResB: Default>(&self, req: &http::Request<ReqB>) -> Step<ResB> {
         let info = self.info(req);
-        let grpc = is_grpc(req.headers());
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => {
                 let (creq, cresp) = &mut *scratch;
-                self.decide_into(&info, grpc, creq, cresp)
+                self.decide_into(&info, creq, cresp)
             }
             // Only if a custom action ran a request through a layer of its own.
-            Err(_) => self.decide_into(
-                &info,
-                grpc,
-                &mut Request::default(),
-                &mut Response::default(),
-            ),
+            Err(_) => self.decide_into(&info, &mut Request::default(), &mut Response::default()),
         })
     }
 
     fn decide_into<ResB: Default>(
         &self,
         info: &RequestInfo<'_>,
-        grpc: bool,
         creq: &mut Request,
         cresp: &mut Response,
     ) -> Step<ResB> {
@@ -89,8 +82,8 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
         }
         match self.limiter.should_rate_limit_now_into(creq, cresp) {
             None => Step::Later(creq.clone()),
-            Some(Ok(())) => Step::Done(self.verdict(cresp, grpc)),
-            Some(Err(e)) => Step::Done(self.failed(&e, grpc)),
+            Some(Ok(())) => Step::Done(self.verdict(cresp, info.headers)),
+            Some(Err(e)) => Step::Done(self.failed(&e, info.headers)),
         }
     }
 
@@ -98,15 +91,17 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
     pub(crate) async fn decide_later<ResB: Default>(
         &self,
         creq: Request,
-        grpc: bool,
+        headers: &HeaderMap,
     ) -> Verdict<ResB> {
         match self.limiter.should_rate_limit(&creq).await {
-            Ok(resp) => self.verdict(&resp, grpc),
-            Err(e) => self.failed(&e, grpc),
+            Ok(resp) => self.verdict(&resp, headers),
+            Err(e) => self.failed(&e, headers),
         }
     }
 
-    fn verdict<ResB: Default>(&self, resp: &Response, grpc: bool) -> Verdict<ResB> {
+    /// What `resp` means for a request with `headers` (read only to answer a denial in
+    /// the caller's protocol).
+    fn verdict<ResB: Default>(&self, resp: &Response, headers: &HeaderMap) -> Verdict<ResB> {
         let bound = headers::binding(resp);
         if resp.overall_code == Code::OverLimit && !self.shadow_mode {
             let mut h = HeaderMap::new();
@@ -119,7 +114,7 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
             return Verdict::Deny(denial(
                 StatusCode::TOO_MANY_REQUESTS,
                 RESOURCE_EXHAUSTED,
-                grpc,
+                is_grpc(headers),
                 h,
             ));
         }
@@ -134,7 +129,7 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
     }
 
     #[cold]
-    fn failed<ResB: Default>(&self, e: &Error, grpc: bool) -> Verdict<ResB> {
+    fn failed<ResB: Default>(&self, e: &Error, headers: &HeaderMap) -> Verdict<ResB> {
         if let Some(hook) = &self.on_error {
             hook(e);
         }
@@ -143,7 +138,7 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
             FailureMode::Closed => Verdict::Deny(denial(
                 self.status_on_error,
                 UNAVAILABLE,
-                grpc,
+                is_grpc(headers),
                 HeaderMap::new(),
             )),
         }
@@ -155,7 +150,7 @@ const RESOURCE_EXHAUSTED: (&str, &str) = ("8", "rate limited");
 const UNAVAILABLE: (&str, &str) = ("14", "rate limit unavailable");
 
 /// Whether the caller speaks gRPC, and so reads the answer from `grpc-status`.
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))

@@ -62,7 +62,7 @@ where
             },
             Step::Done(Verdict::Allow(h)) => State::Calling {
                 fut: self.inner.call(req),
-                headers: Some(h),
+                headers: Some(Box::new(h)),
             },
             Step::Done(Verdict::Deny(resp)) => State::Ready {
                 response: Some(resp),
@@ -73,10 +73,9 @@ where
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 let shared = self.shared.clone();
-                let grpc = crate::decision::is_grpc(req.headers());
                 State::Deciding {
                     fut: Box::pin(async move {
-                        match shared.decide_later(creq, grpc).await {
+                        match shared.decide_later(creq, req.headers()).await {
                             Verdict::Pass => inner.call(req).await,
                             Verdict::Allow(h) => {
                                 let mut resp = inner.call(req).await?;
@@ -110,8 +109,10 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
-        // Decided during the call: the inner service is answering.
-        Calling { #[pin] fut: F, headers: Option<HeaderMap> },
+        // Decided during the call: the inner service is answering. The headers are boxed:
+        // a `HeaderMap` is ~100 bytes, which every future would carry and frameworks move
+        // (axum boxes each), headers or not.
+        Calling { #[pin] fut: F, headers: Option<Box<HeaderMap>> },
         // Denied during the call.
         Ready { response: Option<http::Response<B>> },
         // Awaiting the store, then the inner service.
@@ -130,7 +131,7 @@ where
             StateProj::Calling { fut, headers } => {
                 let mut resp = ready!(fut.poll(cx))?;
                 if let Some(h) = headers.take() {
-                    add_headers(&mut resp, h);
+                    add_headers(&mut resp, *h);
                 }
                 Poll::Ready(Ok(resp))
             }

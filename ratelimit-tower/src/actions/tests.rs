@@ -136,3 +136,20 @@ fn custom_actions_read_anything() {
     assert_eq!(descriptors(&d, &[], None), [pairs(&[("query", "page=2")])]);
     assert!(d.needs_client());
 }
+
+#[test]
+fn writes_addresses_as_display_does() {
+    for ip in [
+        "0.0.0.0",
+        "10.0.0.1",
+        "192.168.100.255",
+        "1.22.133.9",
+        "::1",
+        "2001:db8::7",
+    ] {
+        let mut out = String::from("stale");
+        out.clear();
+        write_ip(&mut out, ip.parse().unwrap());
+        assert_eq!(out, ip);
+    }
+}
