@@ -9,7 +9,7 @@ use ratelimit_core::{Clock, CounterStore, Error, Limiter};
 use crate::actions::{Action, Descriptors};
 use crate::client::ClientAddress;
 use crate::headers::HeaderStyle;
-use crate::service::RateLimit;
+use crate::service::RateLimitService;
 use crate::settings::{BuildError, ErrorHook, FailureMode, Shared};
 
 /// A [`tower_layer::Layer`] that rate limits `http::Request`s with a shared
@@ -28,10 +28,10 @@ impl<S, C> Clone for RateLimitLayer<S, C> {
 }
 
 impl<Svc, S, C> tower_layer::Layer<Svc> for RateLimitLayer<S, C> {
-    type Service = RateLimit<Svc, S, C>;
+    type Service = RateLimitService<Svc, S, C>;
 
     fn layer(&self, inner: Svc) -> Self::Service {
-        RateLimit::new(inner, self.shared.clone())
+        RateLimitService::new(inner, self.shared.clone())
     }
 }
 

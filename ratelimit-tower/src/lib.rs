@@ -80,7 +80,7 @@ pub use config::LayerConfig;
 pub use headers::HeaderStyle;
 pub use layer::{LayerBuilder, RateLimitLayer};
 pub use matcher::{HeaderMatcher, HeaderSource, RequestInfo, ValueMatch};
-pub use service::{RateLimit as RateLimitService, ResponseFuture};
+pub use service::{RateLimitService, ResponseFuture};
 pub use settings::{BuildError, ErrorHook, FailureMode};
 
 pub use ratelimit_backends as backends;

@@ -14,29 +14,29 @@ use crate::decision::{Step, Verdict};
 use crate::settings::Shared;
 
 /// A service behind a rate limit; made by [`crate::RateLimitLayer`].
-pub struct RateLimit<Svc, S, C> {
+pub struct RateLimitService<Svc, S, C> {
     inner: Svc,
     shared: Arc<Shared<S, C>>,
 }
 
-impl<Svc: Clone, S, C> Clone for RateLimit<Svc, S, C> {
+impl<Svc: Clone, S, C> Clone for RateLimitService<Svc, S, C> {
     fn clone(&self) -> Self {
-        RateLimit {
+        RateLimitService {
             inner: self.inner.clone(),
             shared: self.shared.clone(),
         }
     }
 }
 
-impl<Svc, S, C> RateLimit<Svc, S, C> {
+impl<Svc, S, C> RateLimitService<Svc, S, C> {
     pub(crate) fn new(inner: Svc, shared: Arc<Shared<S, C>>) -> Self {
-        RateLimit { inner, shared }
+        RateLimitService { inner, shared }
     }
 }
 
 type Boxed<B, E> = Pin<Box<dyn Future<Output = Result<http::Response<B>, E>> + Send>>;
 
-impl<Svc, S, C, ReqB, ResB> Service<http::Request<ReqB>> for RateLimit<Svc, S, C>
+impl<Svc, S, C, ReqB, ResB> Service<http::Request<ReqB>> for RateLimitService<Svc, S, C>
 where
     Svc: Service<http::Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
     Svc::Future: Send + 'static,
@@ -98,7 +98,7 @@ fn add_headers<B>(resp: &mut http::Response<B>, headers: HeaderMap) {
 }
 
 pin_project! {
-    /// The future of [`RateLimit`]: the inner service's response (with the rate limit
+    /// The future of [`RateLimitService`]: the inner service's response (with the rate limit
     /// headers added), or the denial.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
