@@ -58,6 +58,7 @@ fn built() -> &'static Path {
         // one feature set, not rebuilt for each.
         cargo(&[
             "build",
+            "--locked",
             "-p",
             "ratelimit-tower",
             "--features",
