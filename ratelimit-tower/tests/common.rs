@@ -2,8 +2,8 @@
 //! by PID (test-support's guard), and the clients that talk to them.
 //!
 //! The binaries are built by cargo itself, once per test run, so a test never runs a
-//! stale example: `cargo test` builds examples but not another package's binaries, and
-//! `cargo test --test integration` builds neither.
+//! stale example: `cargo test -p ratelimit-tower` builds examples but not another
+//! package's binaries, and `cargo test --test integration` builds neither.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -54,21 +54,11 @@ fn built() -> &'static Path {
                 .success();
             assert!(ok, "cargo {args:?} failed");
         };
-        // One invocation for both packages: their shared dependencies are built with
-        // one feature set, not rebuilt for each.
-        cargo(&[
-            "build",
-            "--locked",
-            "-p",
-            "ratelimit-tower",
-            "--features",
-            "axum,tonic,redis",
-            "--examples",
-            "-p",
-            "ratelimit-server",
-            "--bin",
-            "ratelimit",
-        ]);
+        // The whole workspace's binaries and examples, as `cargo test --workspace
+        // --all-targets` (the README's test command) builds them: there this is a no-op,
+        // where building only these two packages would resolve features differently and
+        // rebuild half the dependency tree.
+        cargo(&["build", "--locked", "--workspace", "--bins", "--examples"]);
         target_dir()
     })
 }
