@@ -156,6 +156,8 @@ pub fn decide_reading(
             } else {
                 limit.name.to_owned()
             },
+            capacity,
+            window_seconds: limit.algorithm.window_seconds(),
         }),
         limit_remaining: 0,
         duration_until_reset: Some(until_reset),

@@ -356,11 +356,7 @@ mod tests {
             statuses: vec![
                 DescriptorStatus {
                     code: Code::OverLimit,
-                    current_limit: Some(CurrentLimit {
-                        requests_per_unit: 1,
-                        unit: Unit::Minute,
-                        name: String::new(),
-                    }),
+                    current_limit: Some(CurrentLimit::fixed(1, Unit::Minute, "")),
                     limit_remaining: 0,
                     duration_until_reset: Some(23),
                 },

@@ -12,7 +12,8 @@
 //! reads no clock and pulls in no async runtime. Counters live behind [`CounterStore`] and
 //! time behind [`Clock`]; both are supplied by the caller (see `ratelimit-backends`).
 //!
-//! The entry point is [`Limiter`]: build it from YAML, call
+//! The entry point is [`Limiter`]: build it from YAML (or from rules written in code,
+//! [`code_rules`]), call
 //! [`Limiter::should_rate_limit`] (or, on a store that counts in process,
 //! [`Limiter::should_rate_limit_now`] without an executor), swap rules with
 //! [`Limiter::set_rules`] at any time. Every entry point takes one decision path: the plan
@@ -26,6 +27,7 @@
 
 pub mod algorithm;
 pub mod clock;
+pub mod code_rules;
 pub mod config;
 pub mod decide;
 pub mod json;

@@ -143,6 +143,26 @@ pub struct CurrentLimit {
     pub unit: Unit,
     /// The rule's `name`, empty when it has none or the limit came from an override.
     pub name: String,
+    /// Hits the limit allows at once: a token bucket's `burst`, else `requests_per_unit`.
+    /// Not on the wire (the RLS proto has no field for it); embedders' `RateLimit-Policy`
+    /// headers need it.
+    pub capacity: u32,
+    /// The span the limit counts over, in seconds: the window (`unit` × `unit_multiplier`),
+    /// or the time an empty token bucket takes to fill. Not on the wire either.
+    pub window_seconds: u64,
+}
+
+impl CurrentLimit {
+    /// A fixed window of one `unit`, as the wire describes every limit.
+    pub fn fixed(requests_per_unit: u32, unit: Unit, name: impl Into<String>) -> Self {
+        CurrentLimit {
+            requests_per_unit,
+            unit,
+            name: name.into(),
+            capacity: requests_per_unit,
+            window_seconds: unit.seconds(),
+        }
+    }
 }
 
 /// The answer for one descriptor.

@@ -34,6 +34,15 @@ fn passes(l: &Mem, n: usize) -> usize {
 }
 
 #[test]
+fn windows_report_their_capacity_and_whole_span() {
+    let (l, _, _) = limiter(
+        "  - key: user\n    rate_limit: {unit: minute, unit_multiplier: 5, requests_per_unit: 3, algorithm: sliding_window}\n",
+    );
+    let limit = ask(&l, 1).statuses[0].current_limit.clone().unwrap();
+    assert_eq!((limit.capacity, limit.window_seconds), (3, 300));
+}
+
+#[test]
 fn a_token_bucket_lets_its_burst_through_then_one_per_interval() {
     let (l, clock, _) = limiter(
         "  - key: user\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20}\n",
@@ -49,6 +58,8 @@ fn a_token_bucket_lets_its_burst_through_then_one_per_interval() {
     assert_eq!((s.limit_remaining, s.duration_until_reset), (0, Some(1)));
     let limit = s.current_limit.as_ref().unwrap();
     assert_eq!((limit.requests_per_unit, limit.unit.name()), (10, "SECOND"));
+    // What a `RateLimit-Policy` header needs: 20 at once, refilled in 2 s.
+    assert_eq!((limit.capacity, limit.window_seconds), (20, 2));
     // 100 ms later one token is back, and only one.
     clock.advance_micros(100_000);
     assert_eq!(passes(&l, 3), 1);

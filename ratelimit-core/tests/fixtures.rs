@@ -175,11 +175,7 @@ fn decision_fixtures_into_a_reused_response() {
 fn stale_response() -> Response {
     let status = DescriptorStatus {
         code: Code::OverLimit,
-        current_limit: Some(CurrentLimit {
-            requests_per_unit: 7,
-            unit: Unit::Day,
-            name: "stale".into(),
-        }),
+        current_limit: Some(CurrentLimit::fixed(7, Unit::Day, "stale")),
         limit_remaining: 7,
         duration_until_reset: Some(7),
     };

@@ -54,7 +54,7 @@ thread_local! {
 }
 
 use crate::clock::{Clock, Now};
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Document};
 use crate::local_cache::LocalCache;
 use crate::rules::RuleSet;
 use crate::stats::Stats;
@@ -129,6 +129,8 @@ pub struct LimiterBuilder<S, C> {
     settings: LimiterSettings,
     stats: Option<Arc<Stats>>,
     files: Vec<(String, String)>,
+    /// Documents built in code ([`crate::code_rules::Rules`]), compiled with the files.
+    documents: Vec<Document>,
     merge_domains: bool,
 }
 
@@ -136,6 +138,13 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
     /// Adds a YAML rule document.
     pub fn yaml(mut self, name: impl Into<String>, text: impl Into<String>) -> Self {
         self.files.push((name.into(), text.into()));
+        self
+    }
+
+    /// Adds the rules of a domain written in code; they compile together with the YAML
+    /// documents, as one more file would.
+    pub fn rules(mut self, rules: crate::code_rules::Rules) -> Self {
+        self.documents.push(rules.into_document());
         self
     }
 
@@ -157,9 +166,9 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
         self
     }
 
-    /// Compiles the documents (if any were given) and builds the limiter. Without
-    /// documents the limiter starts with no configuration and answers
-    /// [`Error::NoConfig`] until [`Limiter::set_rules`] is called.
+    /// Compiles the documents (if any were given: YAML, then those built in code) and
+    /// builds the limiter. Without documents the limiter starts with no configuration
+    /// and answers [`Error::NoConfig`] until [`Limiter::set_rules`] is called.
     pub fn build(self) -> Result<Limiter<S, C>, ConfigError> {
         let stats = self.stats.unwrap_or_default();
         let jitter_max = if self.store.kind().expires_by_ttl() {
@@ -177,12 +186,16 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
             settings: self.settings,
             stats,
         };
-        if !self.files.is_empty() {
-            let rules = RuleSet::from_yaml(
-                self.files.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-                self.merge_domains,
-                &limiter.stats,
-            );
+        if !self.files.is_empty() || !self.documents.is_empty() {
+            let parsed: Result<Vec<Document>, ConfigError> = self
+                .files
+                .iter()
+                .map(|(n, t)| crate::config::parse_document(n, t))
+                .collect();
+            let rules = parsed.and_then(|mut docs| {
+                docs.extend(self.documents);
+                RuleSet::compile(&docs, self.merge_domains, &limiter.stats)
+            });
             match rules {
                 Ok(r) => limiter.set_rules(r),
                 Err(e) => {
@@ -204,6 +217,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             settings: LimiterSettings::default(),
             stats: None,
             files: Vec::new(),
+            documents: Vec::new(),
             merge_domains: false,
         }
     }

@@ -127,7 +127,7 @@ impl Default for Work {
 }
 
 /// The counters one request touches, one [`Target`] per descriptor. Filled in place by
-/// [`Limiter::plan`]: with the inline buffers it is several hundred bytes, and moving it
+/// [`Limiter::plan`](super::Limiter::plan): with the inline buffers it is several hundred bytes, and moving it
 /// around costs more than the allocations the buffers save.
 pub struct Plan<'r> {
     /// The first descriptor's target, held apart: most requests have no other, and then
@@ -165,7 +165,7 @@ impl Default for Plan<'_> {
 }
 
 impl<'r> Plan<'r> {
-    /// One target per descriptor of the request, in order (once [`Limiter::plan`] has
+    /// One target per descriptor of the request, in order (once [`Limiter::plan`](super::Limiter::plan) has
     /// answered [`Planned::Counted`]).
     #[inline]
     pub fn targets(&self) -> impl Iterator<Item = &Target<'r>> + Clone {

@@ -12,7 +12,7 @@ use hashbrown::HashMap;
 
 use super::RuleStats;
 
-/// What an entry costs besides its name: the map slot (name `String` and [`Dynamic`]) and
+/// What an entry costs besides its name: the map slot (name `String` and `Dynamic`) and
 /// the counters' `Arc` allocation, rounded up for allocator headers.
 pub const ENTRY_OVERHEAD: usize = 128;
 

@@ -140,11 +140,11 @@ pub fn response_from_pb(resp: &rls::RateLimitResponse) -> Response {
             .map(|s| ratelimit_core::DescriptorStatus {
                 code: code(s.code),
                 current_limit: s.current_limit.as_ref().and_then(|l| {
-                    Some(ratelimit_core::CurrentLimit {
-                        requests_per_unit: l.requests_per_unit,
-                        unit: Unit::from_proto_number(l.unit)?,
-                        name: l.name.clone(),
-                    })
+                    Some(ratelimit_core::CurrentLimit::fixed(
+                        l.requests_per_unit,
+                        Unit::from_proto_number(l.unit)?,
+                        l.name.clone(),
+                    ))
                 }),
                 limit_remaining: s.limit_remaining,
                 duration_until_reset: s

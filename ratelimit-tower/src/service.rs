@@ -1,0 +1,144 @@
+//! The [`tower_service::Service`] the layer wraps around a service, and its future.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use http::HeaderMap;
+use pin_project_lite::pin_project;
+use ratelimit_core::{Clock, CounterStore};
+use tower_service::Service;
+
+use crate::decision::{Step, Verdict};
+use crate::settings::Shared;
+
+/// A service behind a rate limit; made by [`crate::RateLimitLayer`].
+pub struct RateLimitService<Svc, S, C> {
+    inner: Svc,
+    shared: Arc<Shared<S, C>>,
+}
+
+impl<Svc: Clone, S, C> Clone for RateLimitService<Svc, S, C> {
+    fn clone(&self) -> Self {
+        RateLimitService {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<Svc, S, C> RateLimitService<Svc, S, C> {
+    pub(crate) fn new(inner: Svc, shared: Arc<Shared<S, C>>) -> Self {
+        RateLimitService { inner, shared }
+    }
+}
+
+type Boxed<B, E> = Pin<Box<dyn Future<Output = Result<http::Response<B>, E>> + Send>>;
+
+impl<Svc, S, C, ReqB, ResB> Service<http::Request<ReqB>> for RateLimitService<Svc, S, C>
+where
+    Svc: Service<http::Request<ReqB>, Response = http::Response<ResB>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Default + Send + 'static,
+    S: CounterStore + 'static,
+    C: Clock + 'static,
+{
+    type Response = http::Response<ResB>;
+    type Error = Svc::Error;
+    type Future = ResponseFuture<Svc::Future, ResB, Svc::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+        let state = match self.shared.decide_now(&req) {
+            // Decided: the service polled ready takes the request now.
+            Step::Done(Verdict::Pass) => State::Calling {
+                fut: self.inner.call(req),
+                headers: None,
+            },
+            Step::Done(Verdict::Allow(h)) => State::Calling {
+                fut: self.inner.call(req),
+                headers: Some(Box::new(h)),
+            },
+            Step::Done(Verdict::Deny(resp)) => State::Ready {
+                response: Some(resp),
+            },
+            Step::Later(creq) => {
+                // The ready service goes into the future, which calls it once decided; a
+                // clone stays for the next `poll_ready`.
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let shared = self.shared.clone();
+                State::Deciding {
+                    fut: Box::pin(async move {
+                        match shared.decide_later(creq, req.headers()).await {
+                            Verdict::Pass => inner.call(req).await,
+                            Verdict::Allow(h) => {
+                                let mut resp = inner.call(req).await?;
+                                add_headers(&mut resp, h);
+                                Ok(resp)
+                            }
+                            Verdict::Deny(resp) => Ok(resp),
+                        }
+                    }),
+                }
+            }
+        };
+        ResponseFuture { state }
+    }
+}
+
+fn add_headers<B>(resp: &mut http::Response<B>, headers: HeaderMap) {
+    // Ours replace any the service set: the limiter knows the limit.
+    resp.headers_mut().extend(headers);
+}
+
+pin_project! {
+    /// The future of [`RateLimitService`]: the inner service's response (with the rate limit
+    /// headers added), or the denial.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        state: State<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, E> {
+        // Decided during the call: the inner service is answering. The headers are boxed:
+        // a `HeaderMap` is ~100 bytes, which every future would carry and frameworks move
+        // (axum boxes each), headers or not.
+        Calling { #[pin] fut: F, headers: Option<Box<HeaderMap>> },
+        // Denied during the call.
+        Ready { response: Option<http::Response<B>> },
+        // Awaiting the store, then the inner service.
+        Deciding { fut: Boxed<B, E> },
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Calling { fut, headers } => {
+                let mut resp = ready!(fut.poll(cx))?;
+                if let Some(h) = headers.take() {
+                    add_headers(&mut resp, *h);
+                }
+                Poll::Ready(Ok(resp))
+            }
+            StateProj::Ready { response } => {
+                Poll::Ready(Ok(response.take().expect("polled after it completed")))
+            }
+            StateProj::Deciding { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
