@@ -5,7 +5,7 @@
 //! headers). Its capacity is the burst of a token bucket, and its window the time an
 //! empty bucket takes to fill, so that `remaining` never exceeds the advertised quota.
 
-use std::fmt::Write as _;
+use std::cell::RefCell;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use ratelimit_core::{Code, CurrentLimit, DescriptorStatus, Response};
@@ -68,15 +68,20 @@ pub fn write(
     }
     match style {
         HeaderStyle::None => {}
-        HeaderStyle::Ietf => {
-            let name = policy_name(&limit.name);
-            let mut v = String::with_capacity(name.len() + 24);
-            let _ = write!(v, "{name};q={};w={}", limit.capacity, limit.window_seconds);
-            headers.insert(RATELIMIT_POLICY, value(v));
-            v = String::with_capacity(name.len() + 24);
-            let _ = write!(v, "{name};r={remaining};t={reset}");
+        HeaderStyle::Ietf => LAST_POLICY.with_borrow_mut(|last| {
+            let policy = match last {
+                Some(p) if p.is(limit) => p,
+                _ => last.insert(Policy::of(limit)),
+            };
+            headers.insert(RATELIMIT_POLICY, policy.header.clone());
+            let mut v = Vec::with_capacity(policy.quoted.len() + 32);
+            v.extend_from_slice(&policy.quoted);
+            v.extend_from_slice(b";r=");
+            v.extend_from_slice(itoa::Buffer::new().format(remaining).as_bytes());
+            v.extend_from_slice(b";t=");
+            v.extend_from_slice(itoa::Buffer::new().format(reset).as_bytes());
             headers.insert(RATELIMIT, value(v));
-        }
+        }),
         HeaderStyle::Draft03 => {
             headers.insert(RATELIMIT_LIMIT, limit.capacity.into());
             headers.insert(RATELIMIT_REMAINING, remaining.into());
@@ -101,8 +106,47 @@ const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-after");
 
-fn value(s: String) -> HeaderValue {
-    HeaderValue::try_from(s).expect("only printable ASCII is written")
+fn value(v: Vec<u8>) -> HeaderValue {
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(v)).expect("only printable ASCII is written")
+}
+
+/// A limit's `RateLimit-Policy` value and quoted name, kept per thread for the last limit
+/// reported: a service reports the same few limits over and over, and the policy changes
+/// only with the rules.
+struct Policy {
+    name: String,
+    capacity: u32,
+    window_seconds: u64,
+    quoted: Vec<u8>,
+    header: HeaderValue,
+}
+
+thread_local! {
+    static LAST_POLICY: RefCell<Option<Policy>> = const { RefCell::new(None) };
+}
+
+impl Policy {
+    fn of(limit: &CurrentLimit) -> Policy {
+        let quoted = policy_name(&limit.name).into_bytes();
+        let mut header = quoted.clone();
+        header.extend_from_slice(b";q=");
+        header.extend_from_slice(itoa::Buffer::new().format(limit.capacity).as_bytes());
+        header.extend_from_slice(b";w=");
+        header.extend_from_slice(itoa::Buffer::new().format(limit.window_seconds).as_bytes());
+        Policy {
+            name: limit.name.clone(),
+            capacity: limit.capacity,
+            window_seconds: limit.window_seconds,
+            quoted,
+            header: value(header),
+        }
+    }
+
+    fn is(&self, limit: &CurrentLimit) -> bool {
+        self.capacity == limit.capacity
+            && self.window_seconds == limit.window_seconds
+            && self.name == limit.name
+    }
 }
 
 /// The policy's identifier as a structured-field string: the limit's name (printable
@@ -194,6 +238,24 @@ mod tests {
             ])
         );
         assert_eq!(written(HeaderStyle::None, &ok, false), []);
+    }
+
+    #[test]
+    fn the_policy_follows_the_limit_reported() {
+        let policy = |s: &DescriptorStatus| {
+            written(HeaderStyle::Ietf, s, false)
+                .into_iter()
+                .find(|(k, _)| k == "ratelimit-policy")
+                .unwrap()
+                .1
+        };
+        let a = status(Code::Ok, 1, 1, "a");
+        let mut wider = status(Code::Ok, 1, 1, "a");
+        wider.current_limit.as_mut().unwrap().capacity = 30;
+        assert_eq!(policy(&a), "\"a\";q=20;w=2");
+        assert_eq!(policy(&wider), "\"a\";q=30;w=2");
+        assert_eq!(policy(&status(Code::Ok, 1, 1, "b")), "\"b\";q=20;w=2");
+        assert_eq!(policy(&a), "\"a\";q=20;w=2");
     }
 
     #[test]
