@@ -41,7 +41,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         // No reserve up front: the slot's key usually has room from an earlier request,
         // and summing the entries' lengths first costs more than the odd regrowth.
         match rule {
-            Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
+            Some(r) => r.matched_key_stem_into(key, prefix, domain, &d.entries),
             None => cache_key_stem_into(key, prefix, domain, &d.entries),
         }
         if limit.joint {
