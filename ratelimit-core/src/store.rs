@@ -241,7 +241,7 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         (**self).kind()
     }
 
-    #[inline] // the one store call of every in-process decision
+    #[inline(always)] // the one store call of every in-process decision
     fn increment_now(
         &self,
         now: u64,
