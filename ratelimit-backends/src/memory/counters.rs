@@ -13,8 +13,11 @@ use hashbrown::HashTable;
 /// Bits of a record position that give its offset in its chunk; the others give the
 /// chunk's number.
 const OFFSET_BITS: u32 = 12;
-/// Bytes per chunk; a longer record gets a chunk of its own.
+/// Bytes per chunk at most; a longer record gets a chunk of its own.
 const CHUNK: usize = 1 << OFFSET_BITS;
+/// Bytes of the first chunk of an expiry; each next one doubles, up to [`CHUNK`]. A
+/// window length with few counters (or many window lengths) holds little memory idle.
+const FIRST_CHUNK: usize = 256;
 /// Chunks a shard can address (4 GiB of records).
 const MAX_CHUNKS: usize = 1 << (32 - OFFSET_BITS);
 /// Bytes of a record before its key's length.
@@ -180,7 +183,10 @@ fn append(
     let number = match room {
         Some(n) => n,
         None => {
-            let n = new_chunk(chunks, free, max_chunks, expires_at, size)?;
+            let capacity = slot.map_or(FIRST_CHUNK, |i| {
+                (chunks[open[i].1 as usize].bytes.capacity() * 2).clamp(FIRST_CHUNK, CHUNK)
+            });
+            let n = new_chunk(chunks, free, max_chunks, expires_at, size.max(capacity))?;
             match slot {
                 Some(i) => open[i].1 = n,
                 None => open.push((expires_at, n)),
@@ -202,18 +208,17 @@ fn append(
     Some(pos)
 }
 
-/// A free chunk (or a new one) for counters ending at `expires_at`, with room for a
-/// record of `size` bytes.
+/// A free chunk (or a new one) of `capacity` bytes for counters ending at `expires_at`.
 fn new_chunk(
     chunks: &mut Vec<Chunk>,
     free: &mut Vec<u32>,
     max_chunks: usize,
     expires_at: u64,
-    size: usize,
+    capacity: usize,
 ) -> Option<u32> {
     let chunk = Chunk {
         expires_at,
-        bytes: Vec::with_capacity(size.max(CHUNK)),
+        bytes: Vec::with_capacity(capacity),
     };
     if let Some(n) = free.pop() {
         chunks[n as usize] = chunk;
@@ -414,11 +419,30 @@ mod tests {
     }
 
     #[test]
+    fn an_expirys_chunks_start_small_and_double() {
+        let mut c = Counters::default();
+        // One counter in each of 100 windows: 100 chunks of the first size.
+        for i in 0..100 {
+            assert_eq!(add(&mut c, &format!("k{i}"), 1, 0, 10 + i), 1);
+        }
+        let held: usize = c.chunks.iter().map(|c| c.bytes.capacity()).sum();
+        assert_eq!(held, 100 * FIRST_CHUNK);
+        // Many in one window: each chunk doubles the one before, up to CHUNK.
+        let mut c = Counters::default();
+        for i in 0..2_000 {
+            add(&mut c, &format!("key_{i:0>20}"), 1, 0, 10);
+        }
+        let sizes: Vec<usize> = c.chunks.iter().map(|c| c.bytes.capacity()).collect();
+        assert_eq!(sizes[..5], [256, 512, 1024, 2048, 4096]);
+        assert!(sizes[5..].iter().all(|s| *s == CHUNK));
+    }
+
+    #[test]
     fn a_full_table_answers_saturated_until_windows_end() {
         let mut c = Counters::with_max_chunks(1);
         let key = |i: usize| format!("{i:0>100}");
-        // 109 bytes a record: 37 fill the one chunk.
-        let fit = CHUNK / (HEAD + 1 + 100);
+        // 109 bytes a record: 2 fill the one chunk, of the first size.
+        let fit = FIRST_CHUNK / (HEAD + 1 + 100);
         for i in 0..fit {
             assert_eq!(add(&mut c, &key(i), 1, 0, 10), 1);
         }
