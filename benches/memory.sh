@@ -3,7 +3,7 @@
 #   1. holding COUNTERS live counters (distinct keys, HOUR window so none expire), and
 #   2. holding OVERRIDES distinct override stats (per-request limits; STATS_DYNAMIC_CAP
 #      raised so that every one of them is kept).
-# VmRSS is read from /proc/<pid>/status before and after. Target: 1M counters < 200 MB.
+# VmRSS is read from /proc/<pid>/status before and after. Target: 1M counters < 64 MB.
 # Usage: benches/memory.sh [COUNTERS=1000000] [OVERRIDES=100000]
 # (BIN_DIR=DIR: run the `ratelimit` and `rl-load` found there, e.g. another commit's, unbuilt)
 set -euo pipefail
