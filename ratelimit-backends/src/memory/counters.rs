@@ -329,6 +329,22 @@ mod tests {
     }
 
     #[test]
+    fn keys_differing_in_any_one_byte_are_apart() {
+        for len in 1..=40 {
+            let mut c = Counters::default();
+            let base = "k".repeat(len);
+            assert_eq!(add(&mut c, &base, 1, 0, 60), 1);
+            for at in 0..len {
+                let mut other = base.clone().into_bytes();
+                other[at] = b'x';
+                let other = String::from_utf8(other).unwrap();
+                assert_eq!(add(&mut c, &other, 2, 0, 60), 2, "{len} bytes, at {at}");
+            }
+            assert_eq!(add(&mut c, &base, 1, 0, 60), 2, "{len} bytes");
+        }
+    }
+
+    #[test]
     fn counts_saturate_and_restart_with_their_window() {
         let mut c = Counters::default();
         assert_eq!(add(&mut c, "k", u64::MAX - 1, 0, 60), u64::MAX - 1);

@@ -123,3 +123,22 @@ fn word64(s: &[u8], at: usize) -> u64 {
     w.copy_from_slice(&s[at..at + 8]);
     u64::from_ne_bytes(w)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::eq_short;
+
+    #[test]
+    fn names_differing_in_any_one_byte_or_in_length_differ() {
+        for len in 0..=40 {
+            let a = vec![b'n'; len];
+            assert!(eq_short(&a, &a.clone()), "{len} bytes");
+            assert!(!eq_short(&a, &vec![b'n'; len + 1]), "{len} bytes");
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] = b'x';
+                assert!(!eq_short(&a, &b), "{len} bytes, at {at}");
+            }
+        }
+    }
+}
