@@ -3,16 +3,21 @@
 #   1. holding COUNTERS live counters (distinct keys, HOUR window so none expire), and
 #   2. holding OVERRIDES distinct override stats (per-request limits; STATS_DYNAMIC_CAP
 #      raised so that every one of them is kept).
-# VmRSS is read from /proc/<pid>/status before and after. Target: 1M counters < 200 MB.
+# VmRSS is read from /proc/<pid>/status before and after. Target: 1M counters < 64 MB.
 # Usage: benches/memory.sh [COUNTERS=1000000] [OVERRIDES=100000]
+# (BIN_DIR=DIR: run the `ratelimit` and `rl-load` found there, e.g. another commit's, unbuilt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNTERS=${1:-1000000}
 OVERRIDES=${2:-100000}
 . benches/lib.sh
 scratch mem
-cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches --bin rl-load >&2
-bin=target/release
+if [ -n "${BIN_DIR:-}" ]; then
+    bin=$BIN_DIR
+else
+    cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches --bin rl-load >&2
+    bin=target/release
+fi
 mkdir -p "$work/rt/config"
 cat >"$work/rt/config/api.yaml" <<'EOF'
 domain: api

@@ -1,31 +1,25 @@
 //! An in-process counter store: sharded maps of fixed-window counters, and of the states
 //! of sliding windows and token buckets.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 
 use async_trait::async_trait;
 use hashbrown::HashTable;
 use parking_lot::Mutex;
 use ratelimit_core::{CounterStore, Increment, Op, StoreError, StoreKind};
 
+mod counters;
 mod states;
 
 /// Shard count: a power of two comfortably above the core counts this runs on, so two
 /// threads rarely contend for one lock.
 const SHARDS: usize = 64;
 
-#[derive(Debug, Clone, Copy)]
-struct Counter {
-    value: u64,
-    /// Unix second at which the window of this key has ended and the key is dead.
-    expires_at: u64,
-}
-
 #[derive(Debug, Default)]
 struct Shard {
-    /// Entries are found by a hash computed once per call, which also picks the shard:
-    /// a `HashMap` would hash the key a second time.
-    map: HashTable<(Box<str>, Counter)>,
+    /// Fixed-window counters, each alive until its window ends. Entries are found by a
+    /// hash computed once per call, which also picks the shard.
+    counters: counters::Counters,
     /// Sliding windows and token buckets, apart so that fixed-window counters (every
     /// upstream rule) stay as small as they are.
     states: HashTable<(Box<str>, states::State)>,
@@ -53,7 +47,53 @@ struct Shard {
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
-    hasher: hashbrown::DefaultHashBuilder,
+    hasher: KeyHasher,
+}
+
+/// Hashes keys for the shards and their tables, seeded at random per store. A key of 17
+/// to 32 bytes (most cache keys) takes foldhash's mix of such lengths written out inline;
+/// other lengths go through foldhash itself.
+#[derive(Debug)]
+struct KeyHasher {
+    fold: hashbrown::DefaultHashBuilder,
+    seeds: [u64; 3],
+}
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        let fold = hashbrown::DefaultHashBuilder::default();
+        let seeds = [1u64, 2, 3].map(|i| fold.hash_one(i));
+        KeyHasher { fold, seeds }
+    }
+}
+
+impl KeyHasher {
+    #[inline(always)]
+    fn hash(&self, key: &[u8]) -> u64 {
+        let n = key.len();
+        if !(17..=32).contains(&n) {
+            // One write: foldhash mixes the length into it, so no length prefix is needed.
+            let mut h = self.fold.build_hasher();
+            h.write(key);
+            return h.finish();
+        }
+        let w = |at: usize| {
+            let mut b = [0; 8];
+            b.copy_from_slice(&key[at..at + 8]);
+            u64::from_le_bytes(b)
+        };
+        let [s0, s1, s2] = self.seeds;
+        let a = folded_multiply(w(0) ^ s0, w(n - 16) ^ s1);
+        let b = folded_multiply(w(8) ^ s2, w(n - 8) ^ s1);
+        folded_multiply(a ^ n as u64, b ^ s0)
+    }
+}
+
+/// The high and low halves of the full product, folded together.
+#[inline(always)]
+fn folded_multiply(x: u64, y: u64) -> u64 {
+    let p = u128::from(x) * u128::from(y);
+    (p as u64) ^ ((p >> 64) as u64)
 }
 
 impl Default for MemoryStore {
@@ -67,14 +107,30 @@ impl MemoryStore {
     pub fn new() -> Self {
         MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: hashbrown::DefaultHashBuilder::default(),
+            hasher: KeyHasher::default(),
+        }
+    }
+
+    /// An empty store whose shards hold at most `max_chunks` chunks of counters each.
+    #[cfg(test)]
+    fn with_max_chunks(max_chunks: usize) -> Self {
+        MemoryStore {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        counters: counters::Counters::with_max_chunks(max_chunks),
+                        ..Shard::default()
+                    })
+                })
+                .collect(),
+            hasher: KeyHasher::default(),
         }
     }
 
     /// The key's hash and its shard.
     #[inline(always)]
     fn shard(&self, key: &str) -> (u64, &Mutex<Shard>) {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hasher_hash(key.as_bytes());
         (hash, &self.shards[self.shard_index(hash)])
     }
 
@@ -87,8 +143,10 @@ impl MemoryStore {
         (hash >> 40) as usize % SHARDS
     }
 
-    fn hasher_hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
+    /// The hash of a key's bytes, for the shard and the tables.
+    #[inline(always)]
+    fn hasher_hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash(key)
     }
 
     /// Adds the hits of a fixed-window increment to its key and returns the new value;
@@ -104,32 +162,24 @@ impl MemoryStore {
         if now >= shard.next_sweep {
             sweep(&mut shard, now);
         }
+        self.count_in(&mut shard, hash, now, inc)
+    }
+
+    /// A fixed window's count in a shard already locked.
+    #[inline(always)]
+    fn count_in(&self, shard: &mut Shard, hash: u64, now: u64, inc: &Increment) -> u64 {
         let seconds = match inc.op {
             Op::Window { seconds } => seconds,
             _ => inc.unit.seconds(),
         };
-        let key = inc.key.as_str();
-        if let Some((_, c)) = shard.map.find_mut(hash, |(k, _)| **k == *key) {
-            if c.expires_at > now {
-                c.value = c.value.saturating_add(inc.hits);
-                return c.value;
-            }
-            *c = Counter {
-                value: inc.hits,
-                expires_at: window_end(seconds, now),
-            };
-            return inc.hits;
-        }
-        let counter = Counter {
-            value: inc.hits,
-            expires_at: window_end(seconds, now),
-        };
-        shard
-            .map
-            .insert_unique(hash, (key.into(), counter), |(k, _)| {
-                self.hasher.hash_one(k)
-            });
-        inc.hits
+        shard.counters.add(
+            hash,
+            &inc.key,
+            inc.hits,
+            now,
+            || window_end(seconds, now),
+            |k| self.hasher_hash(k),
+        )
     }
 
     /// Number of keys held, dead ones not yet swept included.
@@ -138,7 +188,7 @@ impl MemoryStore {
             .iter()
             .map(|s| {
                 let s = s.lock();
-                s.map.len() + s.states.len()
+                s.counters.len() + s.states.len()
             })
             .sum()
     }
@@ -151,12 +201,7 @@ impl MemoryStore {
     /// Reads a key's live value without changing it.
     pub fn value(&self, now: u64, key: &str) -> Option<u64> {
         let (hash, shard) = self.shard(key);
-        shard
-            .lock()
-            .map
-            .find(hash, |(k, _)| **k == *key)
-            .filter(|(_, c)| c.expires_at > now)
-            .map(|(_, c)| c.value)
+        shard.lock().counters.value(hash, key, now)
     }
 }
 
@@ -188,7 +233,7 @@ fn window_end(seconds: u64, now: u64) -> u64 {
 /// Drops a shard's dead keys; at most once a second per shard.
 #[cold]
 fn sweep(shard: &mut Shard, now: u64) {
-    shard.map.retain(|(_, c)| c.expires_at > now);
+    shard.counters.sweep(now);
     shard.states.retain(|(_, s)| s.expires_at > now);
     shard.next_sweep = now + 1;
 }
@@ -211,7 +256,7 @@ impl CounterStore for MemoryStore {
         }
     }
 
-    #[inline]
+    #[inline(always)] // the whole store call of a single-descriptor decision
     fn increment_now(
         &self,
         now: u64,
@@ -240,12 +285,7 @@ impl CounterStore for MemoryStore {
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
         for inc in batch {
             let (hash, shard) = self.shard(&inc.key);
-            let key = inc.key.as_str();
-            if let Some((_, c)) = shard.lock().map.find_mut(hash, |(k, _)| **k == *key)
-                && c.expires_at > now
-            {
-                c.value = c.value.saturating_sub(inc.hits);
-            }
+            shard.lock().counters.refund(hash, &inc.key, inc.hits, now);
         }
         Ok(())
     }
@@ -285,6 +325,16 @@ mod tests {
             s.increment_one(5, &inc(&format!("n{i}"), 1, Unit::Second));
         }
         assert_eq!(s.len(), 10_000, "only the live keys of second 5 remain");
+    }
+
+    #[test]
+    fn a_full_shard_answers_over_every_limit() {
+        let s = MemoryStore::with_max_chunks(0);
+        let mut counts = [0];
+        s.increment_now(0, &[inc("k", 1, Unit::Minute)], &mut counts)
+            .unwrap();
+        assert_eq!(counts, [u64::MAX]);
+        assert_eq!(s.value(0, "k"), None);
     }
 
     #[test]

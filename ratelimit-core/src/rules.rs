@@ -8,8 +8,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use hashbrown::HashMap;
-
 use crate::config::{ConfigError, ConfigErrorKind, DescriptorConfig, Document};
 use crate::stats::{RuleStats, Stats, sanitize_stat_name};
 use crate::types::Entry;
@@ -42,6 +40,13 @@ pub struct Rule {
     levels: Vec<Level>,
     dynamic_stats: bool,
     shares: bool,
+    /// `domain + "_" + key + "_"` of the rule's first level, the start of most of its
+    /// cache keys, written once at load instead of in four pieces per request.
+    stem_head: Box<str>,
+    /// The first level's descriptor key, which a request's first entry must carry for
+    /// `stem_head` to be its key's start (a `key_value` or wildcard match may split
+    /// `key_value` elsewhere).
+    head_key: Box<str>,
 }
 
 /// What the path from the domain root to a rule looks like, level by level.
@@ -102,6 +107,36 @@ impl Rule {
         let _ = write!(out, "{window_start}");
     }
 
+    /// [`Rule::cache_key_stem_into`] for a request of the rule's own domain (the one it
+    /// was matched in), which starts from the key head written at load.
+    #[inline(always)] // a call's prologue and spills cost as much as its body
+    pub(crate) fn matched_key_stem_into(
+        &self,
+        out: &mut String,
+        prefix: &str,
+        domain: &str,
+        entries: &[Entry],
+    ) {
+        debug_assert!(self.stem_head.starts_with(domain));
+        match entries.split_first() {
+            Some((first, rest))
+                if !self.shares && eq_short(first.key.as_bytes(), self.head_key.as_bytes()) =>
+            {
+                out.clear();
+                if !prefix.is_empty() {
+                    out.push_str(prefix);
+                }
+                out.push_str(&self.stem_head);
+                out.push_str(&first.value);
+                out.push('_');
+                for e in rest {
+                    push_entry(out, e);
+                }
+            }
+            _ => self.cache_key_stem_into(out, prefix, domain, entries),
+        }
+    }
+
     /// The cache key without its window start, which the caller appends (the limiter
     /// keeps the window's digits from one request to the next).
     #[inline]
@@ -147,11 +182,17 @@ pub(crate) fn cache_key_stem_into(out: &mut String, prefix: &str, domain: &str, 
     out.push_str(domain);
     out.push('_');
     for e in entries {
-        out.push_str(&e.key);
-        out.push('_');
-        out.push_str(&e.value);
-        out.push('_');
+        push_entry(out, e);
     }
+}
+
+/// One entry's part of a cache key: `key_value_`.
+#[inline(always)]
+fn push_entry(out: &mut String, e: &Entry) {
+    out.push_str(&e.key);
+    out.push('_');
+    out.push_str(&e.value);
+    out.push('_');
 }
 
 #[derive(Debug, Default)]
@@ -184,96 +225,6 @@ pub struct RuleSet {
     rules: Vec<Arc<Rule>>,
 }
 
-/// Names to values, for the few names of one tree level or the domains of a config.
-/// Up to [`NameMap::SCAN`] names are compared one by one, which beats hashing the name
-/// for the handful most levels have; above that an index is hashed.
-#[derive(Debug)]
-struct NameMap<V> {
-    entries: Vec<(Box<str>, V)>,
-    index: Option<HashMap<Box<str>, usize>>,
-}
-
-impl<V> Default for NameMap<V> {
-    fn default() -> Self {
-        NameMap {
-            entries: Vec::new(),
-            index: None,
-        }
-    }
-}
-
-impl<V> NameMap<V> {
-    const SCAN: usize = 8;
-
-    fn position(&self, name: &str) -> Option<usize> {
-        match &self.index {
-            None => self.entries.iter().position(|(n, _)| **n == *name),
-            Some(ix) => ix.get(name).copied(),
-        }
-    }
-
-    #[inline(always)] // a handful of compares on every request: a call would cost as much
-    fn get(&self, name: &str) -> Option<&V> {
-        if let Some(ix) = &self.index {
-            return ix.get(name).map(|&i| &self.entries[i].1);
-        }
-        for (n, v) in &self.entries {
-            if **n == *name {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    fn contains_key(&self, name: &str) -> bool {
-        self.position(name).is_some()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(n, _)| &**n)
-    }
-
-    /// Adds a name that is not there yet (callers check for duplicates first).
-    fn insert(&mut self, name: Box<str>, value: V) {
-        let i = self.entries.len();
-        if let Some(ix) = &mut self.index {
-            ix.insert(name.clone(), i);
-        } else if i == Self::SCAN {
-            let mut ix: HashMap<Box<str>, usize> = self
-                .entries
-                .iter()
-                .enumerate()
-                .map(|(j, (n, _))| (n.clone(), j))
-                .collect();
-            ix.insert(name.clone(), i);
-            self.index = Some(ix);
-        }
-        self.entries.push((name, value));
-    }
-
-    fn get_or_insert_default(&mut self, name: &str) -> &mut V
-    where
-        V: Default,
-    {
-        let i = match self.position(name) {
-            Some(i) => i,
-            None => {
-                self.insert(name.into(), V::default());
-                self.entries.len() - 1
-            }
-        };
-        &mut self.entries[i].1
-    }
-}
-
 /// A configured domain, found once per request.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DomainView<'a>(&'a DomainRules);
@@ -281,6 +232,7 @@ pub(crate) struct DomainView<'a>(&'a DomainRules);
 impl<'a> DomainView<'a> {
     /// The rule for one descriptor's entries, if any. `scratch` is reused between calls
     /// to build the `key_value` lookup string without allocating per entry.
+    #[inline(always)] // two call sites; the single-descriptor one is the hot path
     pub(crate) fn find(self, entries: &[Entry], scratch: &mut String) -> Option<&'a Arc<Rule>> {
         let (last, init) = entries.split_last()?;
         let mut level = &self.0.root;
@@ -368,6 +320,7 @@ impl RuleSet {
                 stats,
                 rules: &mut set.rules,
                 levels: Vec::new(),
+                root_key: String::new(),
             };
             cx.level(
                 &mut domain.root,
@@ -470,9 +423,11 @@ pub fn wildcard_match(pattern: &str, s: &str) -> bool {
 mod bucket;
 mod compile;
 mod limit;
+mod names;
 #[cfg(test)]
 mod tests;
 
 pub use bucket::MAX_BUCKET_ENTRIES;
 use compile::Compiler;
 pub use limit::Limit;
+use names::{NameMap, eq_short};

@@ -236,10 +236,12 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         (**self).increment(now, batch, counts)
     }
 
+    #[inline]
     fn kind(&self) -> StoreKind {
         (**self).kind()
     }
 
+    #[inline(always)] // the one store call of every in-process decision
     fn increment_now(
         &self,
         now: u64,

@@ -82,7 +82,7 @@ impl MemoryStore {
             shard.states.insert_unique(
                 hash,
                 (key.into(), State { value, expires_at }),
-                |(k, _)| self.hasher_hash(k),
+                |(k, _)| self.hasher_hash(k.as_bytes()),
             );
         }
         r.answer
@@ -163,32 +163,6 @@ impl MemoryStore {
             }
             _ => decide_state(read(shard, hash, &inc.key, now).as_ref(), inc),
         }
-    }
-
-    /// A fixed window's count in a shard already locked.
-    fn count_in(&self, shard: &mut Shard, hash: u64, now: u64, inc: &Increment) -> u64 {
-        let seconds = match inc.op {
-            Op::Window { seconds } => seconds,
-            _ => inc.unit.seconds(),
-        };
-        let key = inc.key.as_str();
-        if let Some((_, c)) = shard.map.find_mut(hash, |(k, _)| **k == *key) {
-            if c.expires_at > now {
-                c.value = c.value.saturating_add(inc.hits);
-            } else {
-                c.value = inc.hits;
-                c.expires_at = super::window_end(seconds, now);
-            }
-            return c.value;
-        }
-        let counter = super::Counter {
-            value: inc.hits,
-            expires_at: super::window_end(seconds, now),
-        };
-        shard
-            .map
-            .insert_unique(hash, (key.into(), counter), |(k, _)| self.hasher_hash(k));
-        inc.hits
     }
 }
 
@@ -284,7 +258,9 @@ fn write(
         None => {
             shard
                 .states
-                .insert_unique(hash, (key.into(), state), |(k, _)| store.hasher_hash(k));
+                .insert_unique(hash, (key.into(), state), |(k, _)| {
+                    store.hasher_hash(k.as_bytes())
+                });
         }
     }
 }

@@ -18,7 +18,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// for `limit` and returns its slot. `joint`: decided with the increment before it
     /// (a rule's limits after its first).
     #[allow(clippy::too_many_arguments)] // one call site per kind of target; a struct adds nothing
-    #[inline]
+    #[inline(always)] // a call's prologue and spills cost as much as the hot path's body
     pub(super) fn push_increment(
         &self,
         (batch, used): (&mut Vec<Increment>, &mut usize),
@@ -41,7 +41,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         // No reserve up front: the slot's key usually has room from an earlier request,
         // and summing the entries' lengths first costs more than the odd regrowth.
         match rule {
-            Some(r) => r.cache_key_stem_into(key, prefix, domain, &d.entries),
+            Some(r) => r.matched_key_stem_into(key, prefix, domain, &d.entries),
             None => cache_key_stem_into(key, prefix, domain, &d.entries),
         }
         if limit.joint {

@@ -8,6 +8,7 @@
 //! store counts in process; the async one takes it too and may await the count.
 
 mod count;
+mod current;
 mod finish;
 mod keys;
 mod plan;
@@ -20,26 +21,20 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use arc_swap::ArcSwapOption;
-use arc_swap::cache::Cache;
-
 pub use planned::{Cached, Plan, Planned, StatsRef, Target, Work};
 pub use settings::{Error, HeaderNames, LimiterSettings};
 
 use count::{Counting, Counts};
+use current::{RulesCache, SharedRules};
 
 /// What a thread keeps between the requests it decides.
 #[derive(Default)]
 struct Buffers {
     work: Work,
-    /// The rules of the limiter this thread decided for last. Checking that they are
-    /// still current is one relaxed load, where an arc-swap guard costs a handful of
-    /// atomics per decision. It holds those rules alive until this thread decides again
-    /// (or exits): one rule set per thread at most.
+    /// The rules of the limiter this thread decided for last: checking that they are
+    /// still current costs less than an arc-swap guard's atomics.
     rules: Option<RulesCache>,
 }
-
-type RulesCache = Cache<Arc<ArcSwapOption<RuleSet>>, Option<Arc<RuleSet>>>;
 
 thread_local! {
     // A synchronous decision borrows these in place. An async one moves the `Work` out
@@ -111,7 +106,7 @@ use crate::types::{Code, Request, Response};
 pub struct Limiter<S, C> {
     /// Shared with the threads' rule caches (see [`Buffers`]), which tell limiters apart
     /// by this allocation.
-    rules: Arc<ArcSwapOption<RuleSet>>,
+    rules: Arc<SharedRules>,
     local_cache: Option<LocalCache>,
     store: S,
     clock: C,
@@ -178,7 +173,7 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
         };
         let limiter = Limiter {
             jitter_max,
-            rules: Arc::new(ArcSwapOption::empty()),
+            rules: Arc::default(),
             local_cache: (self.settings.local_cache_bytes > 0)
                 .then(|| LocalCache::new(self.settings.local_cache_bytes)),
             store: self.store,
@@ -227,7 +222,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// [`Stats::retire_rules_except`]).
     pub fn set_rules(&self, rules: RuleSet) {
         let rules = Arc::new(rules);
-        self.rules.store(Some(rules.clone()));
+        self.rules.store(rules.clone());
         self.stats
             .retire_rules_except(rules.rules().iter().map(|r| &r.stats));
         self.stats.config_load_success.fetch_add(1, Relaxed);
@@ -442,11 +437,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     ) -> Result<(), Error> {
         Self::check(req)?;
         let Buffers { work, rules } = bufs;
-        let cache = match rules {
-            Some(c) if std::ptr::eq(c.arc_swap(), &*self.rules) => c,
-            _ => rules.insert(Cache::new(Arc::clone(&self.rules))),
-        };
-        match cache.load() {
+        match RulesCache::load(rules, &self.rules) {
             Some(rules) => self.decide_in_place(req, rules, work, resp),
             None => Err(Error::NoConfig),
         }

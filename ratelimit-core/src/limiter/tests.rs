@@ -173,3 +173,134 @@ fn the_plan_keys_and_operations_of_each_algorithm() {
         ]
     );
 }
+
+#[test]
+fn keys_start_from_the_rule_head_only_for_the_rules_own_entry_key() {
+    use super::{Limiter, Plan, Work};
+    use crate::{Descriptor, LimiterSettings, ManualClock, Request};
+
+    let rules = concat!(
+        "domain: d\ndescriptors:\n",
+        "  - key: a_b\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+        "  - key: x\n    descriptors:\n      - key: y\n        rate_limit: {unit: minute, requests_per_unit: 2}\n",
+    );
+    let build = |prefix: &str| {
+        Limiter::builder(NoStore, ManualClock::new(120))
+            .settings(LimiterSettings {
+                cache_key_prefix: prefix.to_owned(),
+                ..Default::default()
+            })
+            .yaml("d.yaml", rules)
+            .build()
+            .unwrap()
+    };
+    let (plain, prefixed) = (build(""), build("pre_"));
+    let one = |k: &str, v: &str| Request::new("d", vec![Descriptor::new([(k, v)])]);
+    let nested = Request::new("d", vec![Descriptor::new([("x", "1"), ("y", "2")])]);
+    let cases = [
+        // `a` + `b` matches the rule of key `a_b` through `key_value`: upstream's key
+        // is built from the request's entry, not from the rule's head `d_a_b_`.
+        (&plain, one("a", "b"), "d_a_b_120"),
+        (&plain, one("a_b", "z"), "d_a_b_z_120"),
+        (&plain, one("a_b", ""), "d_a_b__120"),
+        (&prefixed, one("a_b", "z"), "pre_d_a_b_z_120"),
+        (&plain, one("a_b", "z"), "d_a_b_z_120"),
+        (&plain, nested.clone(), "d_x_1_y_2_120"),
+        (&prefixed, nested.clone(), "pre_d_x_1_y_2_120"),
+        (&prefixed, one("a", "b"), "pre_d_a_b_120"),
+        (&prefixed, one("a_b", "é"), "pre_d_a_b_é_120"),
+        (&prefixed, one("a_b", "z"), "pre_d_a_b_z_120"),
+    ];
+    // One thread's buffers for every request, as the limiters share them.
+    let mut work = Work::default();
+    for (limiter, req, want) in cases {
+        let set = limiter.rules().unwrap();
+        let mut plan = Plan::default();
+        limiter.plan(&req, &set, Now::from_secs(120), &mut work, &mut plan);
+        assert_eq!(work.increments(&plan)[0].key, want);
+    }
+}
+
+/// An in-process store of plain counters, so that the synchronous entry points run.
+#[derive(Default)]
+struct Counting(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+
+#[async_trait::async_trait]
+impl crate::CounterStore for Counting {
+    async fn increment(
+        &self,
+        now: u64,
+        batch: &[crate::Increment],
+        counts: &mut [u64],
+    ) -> Result<(), crate::StoreError> {
+        self.increment_now(now, batch, counts)
+    }
+
+    fn kind(&self) -> crate::StoreKind {
+        crate::StoreKind::InProcess {
+            expires_by_ttl: false,
+        }
+    }
+
+    fn increment_now(
+        &self,
+        _: u64,
+        batch: &[crate::Increment],
+        counts: &mut [u64],
+    ) -> Result<(), crate::StoreError> {
+        let mut map = self.0.lock().unwrap();
+        for (inc, c) in batch.iter().zip(counts) {
+            let v = map.entry(inc.key.clone()).or_default();
+            *v += inc.hits;
+            *c = *v;
+        }
+        Ok(())
+    }
+
+    async fn get(&self, _: u64, _: &[&str], _: &mut [u64]) -> Result<(), crate::StoreError> {
+        Ok(())
+    }
+
+    async fn refund(&self, _: u64, _: &[crate::Increment]) -> Result<(), crate::StoreError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_thread_sees_new_rules_and_tells_limiters_apart() {
+    use super::Limiter;
+    use crate::{Code, Descriptor, ManualClock, Request, Response};
+
+    let rule = |n: u32| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {n}}}\n"
+        )
+    };
+    let build = |n: u32| {
+        Limiter::builder(Counting::default(), ManualClock::new(0))
+            .yaml("d.yaml", rule(n))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(1), build(1));
+    let req = Request::new("d", vec![Descriptor::new([("k", "v")])]);
+    let mut resp = Response::default();
+    let mut decide = |l: &Limiter<Counting, ManualClock>| {
+        l.should_rate_limit_now_into(&req, &mut resp)
+            .unwrap()
+            .unwrap();
+        resp.overall_code
+    };
+    assert_eq!(decide(&a), Code::Ok);
+    assert_eq!(decide(&a), Code::OverLimit);
+    // This thread's copy of a's rules is replaced by the next decision.
+    a.reload_yaml([("d.yaml", rule(5).as_str())], false)
+        .unwrap();
+    assert_eq!(decide(&a), Code::Ok);
+    // b's rules, then a's again: each limiter decides on its own.
+    assert_eq!(decide(&b), Code::Ok);
+    assert_eq!(decide(&a), Code::Ok);
+    assert_eq!(decide(&b), Code::OverLimit);
+    assert_eq!(decide(&a), Code::Ok);
+    assert_eq!(decide(&a), Code::OverLimit);
+}

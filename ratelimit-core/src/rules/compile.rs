@@ -13,6 +13,8 @@ pub(super) struct Compiler<'a> {
     pub(super) rules: &'a mut Vec<Arc<Rule>>,
     /// The path from the root to the level being compiled.
     pub(super) levels: Vec<(String, Option<String>, bool)>,
+    /// The descriptor key of the root level on that path.
+    pub(super) root_key: String,
 }
 
 impl Compiler<'_> {
@@ -54,6 +56,9 @@ impl Compiler<'_> {
                         "share_threshold can only be used with wildcard values (containing '*'), but found key '{final_key}'"
                     ),
                 ));
+            }
+            if self.levels.is_empty() {
+                self.root_key.clone_from(&dc.key);
             }
             self.levels.push((
                 final_key.clone(),
@@ -183,6 +188,8 @@ impl Compiler<'_> {
             levels,
             dynamic_stats,
             shares,
+            stem_head: format!("{}_{}_", self.doc.domain, self.root_key).into_boxed_str(),
+            head_key: self.root_key.as_str().into(),
         });
         self.rules.push(rule.clone());
         Ok(rule)
