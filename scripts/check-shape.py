@@ -137,7 +137,18 @@ def check_crate(crate):
             if t and t != top:
                 edges[top].add(t)
 
-    # Tarjan's strongly connected components: each one of more than one module is a cycle.
+    sccs = cycles(edges)
+    for scc in sccs:
+        inner = "; ".join(
+            f"{a} -> {', '.join(sorted(edges[a] & set(scc)))}" for a in scc
+        )
+        problems.append(f"{crate}: import cycle among {', '.join(scc)} ({inner})")
+    return problems
+
+
+def cycles(edges):
+    """The import cycles of a graph (node -> set of nodes): Tarjan's strongly connected
+    components of more than one node, each sorted."""
     index, low, stack, on_stack, sccs = {}, {}, [], set(), []
 
     def visit(v):
@@ -164,12 +175,7 @@ def check_crate(crate):
     for v in sorted(edges):
         if v not in index:
             visit(v)
-    for scc in sccs:
-        inner = "; ".join(
-            f"{a} -> {', '.join(sorted(edges[a] & set(scc)))}" for a in scc
-        )
-        problems.append(f"{crate}: import cycle among {', '.join(scc)} ({inner})")
-    return problems
+    return sccs
 
 
 def module_files(src):
@@ -233,38 +239,15 @@ def file_cycles(crate):
                 deepest = files[tuple(target)]
             if deepest is not None and deepest != path:
                 edges[path].add(deepest)
-    index, low, stack, on_stack, problems = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            scc = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                scc.append(w)
-                if w == v:
-                    break
-            if len(scc) > 1:
-                names = sorted(str(f.relative_to(src)) for f in scc)
-                inner = "; ".join(
-                    f"{f.relative_to(src)} -> "
-                    + ", ".join(sorted(str(t.relative_to(src)) for t in edges[f] if t in scc))
-                    for f in sorted(scc)
-                )
-                problems.append(f"{crate}: import cycle among files {', '.join(names)} ({inner})")
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
+    problems = []
+    for scc in cycles(edges):
+        names = sorted(str(f.relative_to(src)) for f in scc)
+        inner = "; ".join(
+            f"{f.relative_to(src)} -> "
+            + ", ".join(sorted(str(t.relative_to(src)) for t in edges[f] if t in scc))
+            for f in scc
+        )
+        problems.append(f"{crate}: import cycle among files {', '.join(names)} ({inner})")
     return problems
 
 
