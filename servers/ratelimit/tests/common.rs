@@ -105,6 +105,20 @@ fn start_command(dir: PathBuf, rules: &[(&str, &str)], cmd: Command) -> Server {
     }
 }
 
+/// The Prometheus endpoint's address, from the line a server started with
+/// `USE_PROMETHEUS=true` prints after its listening line.
+pub fn prometheus_addr(srv: &Server) -> SocketAddr {
+    let line = srv
+        .proc
+        .lines
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
+    line.strip_prefix("ratelimit: listening prometheus=")
+        .unwrap_or_else(|| panic!("{line}"))
+        .parse()
+        .unwrap()
+}
+
 /// The addresses in the server's `ratelimit: listening http=… debug=… grpc=…` line.
 pub fn listening(line: &str) -> Option<(SocketAddr, SocketAddr, String)> {
     let rest = line.strip_prefix("ratelimit: listening ")?;

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use test_support::stores::redis;
 
@@ -211,16 +210,7 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
             ("PROMETHEUS_ADDR", "127.0.0.1:0"),
         ],
     );
-    let line = srv
-        .proc
-        .lines
-        .recv_timeout(Duration::from_secs(10))
-        .unwrap();
-    let metrics: std::net::SocketAddr = line
-        .strip_prefix("ratelimit: listening prometheus=")
-        .unwrap_or_else(|| panic!("{line}"))
-        .parse()
-        .unwrap();
+    let metrics = crate::common::prometheus_addr(&srv);
     // One decision on each face: the gRPC service's counters exist once it has served.
     let decision = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"api_key","value":"m"}]}]}"#;
     assert_eq!(post_json(srv.http, decision).status, 200);

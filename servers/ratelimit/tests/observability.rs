@@ -135,16 +135,7 @@ async fn prometheus_exposition_parses_and_has_upstreams_names() {
             ("PROMETHEUS_ADDR", "127.0.0.1:0"),
         ],
     );
-    let line = srv
-        .proc
-        .lines
-        .recv_timeout(Duration::from_secs(10))
-        .unwrap();
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("ratelimit: listening prometheus=")
-        .unwrap_or_else(|| panic!("{line}"))
-        .parse()
-        .unwrap();
+    let addr = crate::common::prometheus_addr(&srv);
     for _ in 0..3 {
         post_json(srv.http, REQ);
     }
