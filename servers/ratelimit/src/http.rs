@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::app::App;
 use crate::conn::{Activity, Backoff, Gate, Watched};
+use crate::cpu_profile;
 use crate::log::{self, Level};
 use crate::tls::SharedConfig;
 
@@ -137,7 +138,7 @@ const DEBUG_PATHS: [(&str, &str); 5] = [
     ("/debug/pprof/heap", "memory figures of the process"),
     (
         "/debug/pprof/profile",
-        "CPU profiling endpoint (?seconds=N, default 10; SVG flame graph, or ?format=text)",
+        "CPU profiling endpoint (?seconds=N, default 10; SVG flame graph, or ?format=text for folded stacks)",
     ),
     (
         "/rlconfig",
@@ -149,94 +150,69 @@ const DEBUG_PATHS: [(&str, &str); 5] = [
 /// Only one CPU profile at a time: the profiler is process-wide.
 static PROFILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Drops what symbolizing a profile cached. pprof resolves a backtrace as it starts and the
-/// report's frames as it ends, and the `backtrace` crate keeps the parsed debug information
-/// of the binary (most of the ~300 MB a first profile used to keep) for the life of the
-/// process; a profile should not cost that forever. Dropped after the profiler stops, also
-/// when the client goes away mid-profile.
-struct SymbolCache;
-
-impl Drop for SymbolCache {
-    fn drop(&mut self) {
-        backtrace::clear_symbol_cache();
-    }
-}
-
 async fn cpu_profile(query: Option<&str>) -> Resp {
     let mut seconds = 10u64;
-    let mut text_format = false;
+    let mut format = cpu_profile::Format::FlameGraph;
     for pair in query.unwrap_or("").split('&') {
         match pair.split_once('=') {
             Some(("seconds", v)) => match v.parse::<u64>() {
                 Ok(s) if (1..=120).contains(&s) => seconds = s,
                 _ => return text(StatusCode::BAD_REQUEST, "seconds must be 1 to 120\n"),
             },
-            Some(("format", "text")) => text_format = true,
+            Some(("format", "text")) => format = cpu_profile::Format::Folded,
             _ => {}
         }
     }
     let Ok(lock) = PROFILING.try_lock() else {
         return text(StatusCode::CONFLICT, "a profile is already being taken\n");
     };
-    // Starting loads the binary's debug information and stopping builds the report from
-    // it: seconds of CPU, kept off the runtime's threads.
-    let started = tokio::task::spawn_blocking(|| {
-        let cache = SymbolCache;
-        pprof::ProfilerGuardBuilder::default()
-            .frequency(99)
-            .build()
-            .map(|g| (cache, g))
-    })
-    .await;
-    let Ok(Ok((cache, guard))) = started else {
-        return text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cannot start the profiler\n",
-        );
+    let sampling = match cpu_profile::Sampling::start(
+        cpu_profile::FREQUENCY,
+        cpu_profile::capacity(seconds),
+    ) {
+        Ok(s) => s,
+        Err(cpu_profile::StartError::Busy) => {
+            return text(StatusCode::CONFLICT, "a profile is already being taken\n");
+        }
+        Err(cpu_profile::StartError::Os(e)) => {
+            log::log(Level::Error, &format!("cannot start the CPU profiler: {e}"));
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot start the profiler\n",
+            );
+        }
     };
-    tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
-    let finished = tokio::task::spawn_blocking(move || {
-        let out = render_profile(&guard, text_format);
-        // In this order: the profiler stops, the cache goes, then the next profile may start.
-        drop(guard);
-        drop(cache);
+    // A client that goes away mid-profile drops `sampling`, which stops it.
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    // Naming frames parses the binary's debug information: seconds of CPU, kept off the
+    // runtime's threads.
+    let rendered = tokio::task::spawn_blocking(move || {
+        let samples = sampling.stop();
+        if samples.dropped > 0 {
+            log::log(
+                Level::Warn,
+                &format!(
+                    "CPU profile: {} samples over capacity dropped",
+                    samples.dropped
+                ),
+            );
+        }
+        let out = cpu_profile::render(&samples, format);
+        drop(samples);
+        crate::memory::release_freed_memory();
         drop(lock);
         out
     })
     .await;
-    finished.unwrap_or_else(|_| {
-        text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cannot build the profile\n",
-        )
-    })
-}
-
-/// The profile as the answer: a flame graph, its text form, or why there is none.
-fn render_profile(guard: &pprof::ProfilerGuard<'static>, text_format: bool) -> Resp {
-    let Ok(report) = guard.report().build() else {
-        return text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "cannot build the profile\n",
-        );
-    };
-    let (body, ctype) = if text_format {
-        (
-            format!("{report:?}").into_bytes(),
-            "text/plain; charset=utf-8",
-        )
-    } else {
-        let mut svg = Vec::new();
-        if report.flamegraph(&mut svg).is_err() {
+    let (body, ctype) = match rendered {
+        Ok(Ok(Some(r))) => (r.body, r.content_type),
+        Ok(Ok(None)) => return text(StatusCode::OK, "no CPU samples: the process was idle\n"),
+        _ => {
             return text(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot render the flame graph\n",
+                "cannot build the profile\n",
             );
         }
-        if svg.is_empty() {
-            return text(StatusCode::OK, "no CPU samples: the process was idle\n");
-        }
-        (svg, "image/svg+xml")
     };
     let mut r = Response::new(Full::new(Bytes::from(body)));
     r.headers_mut().insert(

@@ -173,3 +173,13 @@ pub fn mkfifo(path: &std::path::Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
     assert!(ok, "mkfifo {}", path.display());
 }
+
+/// The resident set of a process, in KiB, as the kernel reports it (`VmRSS`).
+pub fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}

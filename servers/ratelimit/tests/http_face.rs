@@ -1,6 +1,6 @@
 //! `/json`, `/healthcheck` and the debug port over real sockets.
 
-use crate::common::{post_json, request, start};
+use crate::common::{post_json, request, rss_kb, start};
 use serde_json::json;
 
 const RULES: &str = "domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: free\n    rate_limit: {unlimited: true}\n";
@@ -244,4 +244,62 @@ fn one_cpu_profile_at_a_time() {
         request(srv.debug, "GET", "/debug/pprof/profile?seconds=1", b"").status,
         200
     );
+}
+
+/// A CPU profile under load names the server's own functions, and what it allocated (its
+/// samples, the debug information read to name frames) is given back when it ends.
+#[test]
+fn cpu_profiles_name_our_frames_and_give_their_memory_back() {
+    let srv = start(&[("rl.yaml", RULES)], &[]);
+    let pid = srv.proc.child.id();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let (stop, http) = (stop.clone(), srv.http);
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                post_json(http, REQ);
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let before = rss_kb(pid);
+
+    let folded = request(
+        srv.debug,
+        "GET",
+        "/debug/pprof/profile?seconds=2&format=text",
+        b"",
+    );
+    let after_folded = rss_kb(pid);
+    let graph = request(srv.debug, "GET", "/debug/pprof/profile?seconds=1", b"");
+    let after_graph = rss_kb(pid);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+
+    assert_eq!(folded.status, 200);
+    let text = folded.text();
+    let mut samples = 0;
+    for line in text.lines() {
+        let (stack, count) = line.rsplit_once(' ').expect("`stack count`");
+        samples += count.parse::<u64>().expect("a sample count");
+        assert!(!stack.starts_with(';') && !stack.contains(";;"), "{line}");
+    }
+    assert!(samples > 0, "{text}");
+    assert!(
+        text.lines().any(|l| l.contains("ratelimit_server::")),
+        "the server's frames are named:\n{text}"
+    );
+    assert!(
+        !text.contains("on_sigprof"),
+        "the profiler's own frames are cut off:\n{text}"
+    );
+    assert_eq!(graph.status, 200);
+    assert!(graph.text().contains("<svg"), "{}", graph.text());
+    // The profiler used to keep ~100 MB from its first run on.
+    for after in [after_folded, after_graph] {
+        assert!(
+            after < before + 25_000,
+            "RSS {before} KiB before a profile, {after} KiB after"
+        );
+    }
 }

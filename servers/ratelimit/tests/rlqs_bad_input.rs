@@ -11,22 +11,13 @@ use ratelimit_server::pb::rlqs::{RateLimitQuotaResponse, RateLimitQuotaUsageRepo
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::common::{Server, channel, request, start};
+use crate::common::{Server, channel, request, rss_kb, start};
 use crate::rlqs_face::{RULES, next, open, tokens, usage};
 
 /// A well-behaved Envoy's new bucket is still assigned at once.
 async fn still_answers(srv: &Server, name: &str) {
     let mut ok = open(&srv.grpc, "q", vec![usage(name, 1)]).await;
     assert_eq!(next(&mut ok).await[name], tokens(10));
-}
-
-fn rss_kb(srv: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.proc.child.id())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 fn stat(srv: &Server, name: &str) -> u64 {
@@ -107,7 +98,7 @@ async fn a_malformed_report_ends_its_stream_only() {
 #[tokio::test]
 async fn a_hundred_thousand_buckets_are_capped_and_the_rest_abandoned() {
     let srv = start(&[("q.yaml", RULES)], &[]);
-    let before = rss_kb(&srv);
+    let before = rss_kb(srv.proc.child.id());
     let mut flood = open(&srv.grpc, "q", Vec::new()).await;
     // Every bucket id reported once, then all again (Envoy re-reports every 5 s).
     let (mut assigned, mut abandoned) = (0, 0);
@@ -153,7 +144,7 @@ async fn a_hundred_thousand_buckets_are_capped_and_the_rest_abandoned() {
     still_answers(&srv, "after").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(stat(&srv, "ratelimit_server.RLQS.buckets"), 10_001);
-    let after = rss_kb(&srv);
+    let after = rss_kb(srv.proc.child.id());
     eprintln!("RSS {before} kB -> {after} kB for 10,001 buckets after 200,000 reports");
     assert!(after < before + 64 * 1024, "RSS {before} kB -> {after} kB");
 }

@@ -16,7 +16,7 @@ use ratelimit_server::convert;
 use ratelimit_server::pb::rls::rate_limit_service_client::RateLimitServiceClient;
 use tonic::transport::Channel;
 
-use common::channel;
+use common::{channel, rss_kb};
 
 const SOAK: Duration = Duration::from_secs(15);
 /// Calls per good key, over a limit of `LIMIT`: exactly `LIMIT` must be allowed.
@@ -33,15 +33,6 @@ fn rules(filler: usize) -> String {
         ));
     }
     r
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
 }
 
 fn hour_now() -> u64 {

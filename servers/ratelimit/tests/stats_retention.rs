@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::{Server, post_json, request, start, start_in, temp_dir};
+use crate::common::{Server, post_json, request, rss_kb, start, start_in, temp_dir};
 use crate::rules_util::{VISIBLE, rlconfig, stat, within};
 
 const RULE_PREFIX: &str = "ratelimit.service.rate_limit.";
@@ -161,16 +161,6 @@ fn a_reload_flushes_removed_rules_once_then_drops_them() {
     );
 }
 
-fn rss_bytes(srv: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.proc.child.id())).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmRSS in {status}"));
-    kb * 1024
-}
-
 #[test]
 fn huge_unknown_domain_names_pin_no_memory() {
     let srv = start(
@@ -194,11 +184,11 @@ fn huge_unknown_domain_names_pin_no_memory() {
     for i in 0..4 {
         send(i);
     }
-    let before = rss_bytes(&srv);
+    let before = rss_kb(srv.proc.child.id()) * 1024;
     for i in 4..204 {
         send(i);
     }
-    let after = rss_bytes(&srv);
+    let after = rss_kb(srv.proc.child.id()) * 1024;
     let grown = after.saturating_sub(before);
     assert!(
         grown < 50 << 20,
