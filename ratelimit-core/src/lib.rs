@@ -44,7 +44,9 @@ pub mod unit;
 pub use algorithm::{Algorithm, AlgorithmName};
 pub use clock::{Clock, ManualClock, Now};
 pub use config::{ConfigError, ConfigErrorKind, Document, parse_document, parse_document_with};
-pub use limiter::{Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings};
+pub use limiter::{
+    Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings, release_thread_state,
+};
 pub use prescan::Limits;
 pub use rules::RuleSet;
 pub use stats::Stats;

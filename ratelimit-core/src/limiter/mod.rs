@@ -48,6 +48,19 @@ thread_local! {
     };
 }
 
+/// Drops what the calling thread keeps between decisions: its copy of the rules (which
+/// keeps a replaced rule set alive) and its scratch buffers (sized by the largest request
+/// it decided). For threads going idle; the next decision on the thread starts afresh, at
+/// the cost of one rules load and regrowing its buffers.
+pub fn release_thread_state() {
+    BUFFERS.with(|b| {
+        // Borrowed only while a synchronous decision runs on this thread, never across one.
+        if let Ok(mut b) = b.try_borrow_mut() {
+            *b = Buffers::default();
+        }
+    });
+}
+
 use crate::clock::{Clock, Now};
 use crate::config::{ConfigError, Document};
 use crate::local_cache::LocalCache;

@@ -304,3 +304,38 @@ fn a_thread_sees_new_rules_and_tells_limiters_apart() {
     assert_eq!(decide(&a), Code::Ok);
     assert_eq!(decide(&a), Code::OverLimit);
 }
+
+#[test]
+fn a_thread_lets_go_of_replaced_rules_when_told() {
+    use super::{Limiter, release_thread_state};
+    use crate::{Code, Descriptor, ManualClock, Request, Response};
+
+    let rules = |n: u32| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {n}}}\n"
+        )
+    };
+    let limiter = Limiter::builder(Counting::default(), ManualClock::new(0))
+        .yaml("d.yaml", rules(1))
+        .build()
+        .unwrap();
+    let req = Request::new("d", vec![Descriptor::new([("k", "v")])]);
+    let mut resp = Response::default();
+    limiter
+        .should_rate_limit_now_into(&req, &mut resp)
+        .unwrap()
+        .unwrap();
+    let first = std::sync::Arc::downgrade(&limiter.rules().unwrap());
+    limiter
+        .reload_yaml([("d.yaml", rules(5).as_str())], false)
+        .unwrap();
+    assert!(first.upgrade().is_some(), "this thread's copy holds them");
+    release_thread_state();
+    assert!(first.upgrade().is_none(), "nothing holds replaced rules");
+    // The next decision takes the rules in force.
+    limiter
+        .should_rate_limit_now_into(&req, &mut resp)
+        .unwrap()
+        .unwrap();
+    assert_eq!(resp.overall_code, Code::Ok);
+}

@@ -27,6 +27,7 @@ fn main() -> ExitCode {
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.worker_threads)
+        .on_thread_park(ratelimit_server::memory::release_when_idle)
         .enable_all()
         .build()
     {

@@ -30,3 +30,28 @@ pub fn release_freed_memory() {
     // and the abandoned segments under mimalloc's own locks.
     unsafe { libmimalloc_sys::mi_collect(true) };
 }
+
+/// For a runtime's `on_thread_park`: a thread going idle drops the limiter's per-thread state
+/// and hands back what its allocator holds free, at most once a second. Both are otherwise
+/// kept until the thread works again: the limiter's copy of a replaced rule set and its
+/// buffers for the largest request, and mimalloc's empty pages, which it frees only when
+/// the thread allocates. After a burst (a connection flood, large requests, reloads) they
+/// would stay resident on threads that then go quiet.
+pub fn release_when_idle() {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+    thread_local! {
+        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    LAST.with(|last| {
+        if last
+            .get()
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            last.set(Some(now));
+            ratelimit_core::release_thread_state();
+            release_freed_memory();
+        }
+    });
+}

@@ -333,6 +333,8 @@ async fn reload(app: &Arc<App>, configured: &Path) -> Fingerprint {
     tokio::task::spawn_blocking(move || {
         let fp = fingerprint(&configured);
         let _ = load(&app);
+        // A blocking thread may sit idle for a while: hand the parse's memory back now.
+        crate::memory::release_freed_memory();
         fp
     })
     .await

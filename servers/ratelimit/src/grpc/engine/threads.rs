@@ -45,6 +45,7 @@ impl ConnThreads {
             let built = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name(format!("grpc-conn-{i}"))
+                .on_thread_park(crate::memory::release_when_idle)
                 .enable_all()
                 .build();
             match built {
