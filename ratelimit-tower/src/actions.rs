@@ -267,25 +267,19 @@ fn write_ip(out: &mut String, ip: std::net::IpAddr) {
         let _ = write!(out, "{ip}");
         return;
     };
-    let mut buf = [0u8; 15];
-    let mut n = 0;
+    out.reserve(15);
     for (i, octet) in v4.octets().into_iter().enumerate() {
         if i > 0 {
-            buf[n] = b'.';
-            n += 1;
+            out.push('.');
         }
         if octet >= 100 {
-            buf[n] = b'0' + octet / 100;
-            n += 1;
+            out.push(char::from(b'0' + octet / 100));
         }
         if octet >= 10 {
-            buf[n] = b'0' + octet / 10 % 10;
-            n += 1;
+            out.push(char::from(b'0' + octet / 10 % 10));
         }
-        buf[n] = b'0' + octet % 10;
-        n += 1;
+        out.push(char::from(b'0' + octet % 10));
     }
-    out.push_str(std::str::from_utf8(&buf[..n]).expect("digits and dots"));
 }
 
 /// The action lists of a layer: one descriptor each.

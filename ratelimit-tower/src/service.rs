@@ -54,39 +54,43 @@ where
     }
 
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
-        let state = match self.shared.decide_now(&req) {
-            // Decided: the service polled ready takes the request now.
-            Step::Done(Verdict::Pass) => State::Calling {
-                fut: self.inner.call(req),
-                headers: None,
-            },
-            Step::Done(Verdict::Allow(h)) => State::Calling {
-                fut: self.inner.call(req),
-                headers: Some(Box::new(h)),
-            },
-            Step::Done(Verdict::Deny(resp)) => State::Ready {
-                response: Some(resp),
-            },
+        let headers = match self.shared.decide_now(&req) {
+            Step::Done(Verdict::Pass) => None,
+            Step::Done(Verdict::Allow(h)) => Some(Box::new(h)),
+            Step::Done(Verdict::Deny(resp)) => {
+                return ResponseFuture {
+                    state: State::Ready {
+                        response: Some(resp),
+                    },
+                };
+            }
             Step::Later(creq) => {
                 // The ready service goes into the future, which calls it once decided; a
                 // clone stays for the next `poll_ready`.
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 let shared = self.shared.clone();
-                State::Deciding {
-                    fut: Box::pin(async move {
-                        match shared.decide_later(creq, req.headers()).await {
-                            Verdict::Pass => inner.call(req).await,
-                            Verdict::Allow(h) => {
-                                let mut resp = inner.call(req).await?;
-                                add_headers(&mut resp, h);
-                                Ok(resp)
-                            }
-                            Verdict::Deny(resp) => Ok(resp),
+                let fut = Box::pin(async move {
+                    match shared.decide_later(creq, req.headers()).await {
+                        Verdict::Pass => inner.call(req).await,
+                        Verdict::Allow(h) => {
+                            let mut resp = inner.call(req).await?;
+                            add_headers(&mut resp, h);
+                            Ok(resp)
                         }
-                    }),
-                }
+                        Verdict::Deny(resp) => Ok(resp),
+                    }
+                });
+                return ResponseFuture {
+                    state: State::Deciding { fut },
+                };
             }
+        };
+        // Decided: the service polled ready takes the request now, from one call site so
+        // the request is moved once.
+        let state = State::Calling {
+            fut: self.inner.call(req),
+            headers,
         };
         ResponseFuture { state }
     }

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The latency Envoy adds when it asks our server on Redis, against the same Envoy asking
+# the null gRPC server (which answers OK at once): two Envoys (concurrency 1) from
+# examples/envoy/envoy.yaml, each with its direct-response app, loaded in turn by rl-http
+# at a fixed rate (each request timed from when it was due). Prints each round's p50/p99
+# and, at the end, the medians and the difference ours - null.
+# Usage: benches/envoy-latency.sh [RATE=2000] [DURATION_SECS=5] [ROUNDS=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATE=${1:-2000}
+DURATION=${2:-5}
+ROUNDS=${3:-5}
+REDIS_PORT=16499
+. benches/lib.sh
+scratch envoy-latency
+if [ -z "${ENVOY_BIN:-}" ]; then
+    ENVOY_BIN=$(command -v envoy || true)
+    # shellcheck source=/dev/null
+    [ -n "$ENVOY_BIN" ] || source scripts/deps.d/envoy.sh
+fi
+cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
+    --bin rl-null-server --bin rl-http >&2
+bin=target/release
+mkdir -p "$work/rt/config"
+printf 'domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
+    >"$work/rt/config/rl.yaml"
+
+redis-server --bind 127.0.0.1 --port $REDIS_PORT --save "" --appendonly no \
+    --daemonize no --logfile "$work/redis.log" &
+pids+=($!)
+for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+env -i PATH="$PATH" BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT \
+    HOST=127.0.0.1 PORT=18580 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18581 GRPC_HOST=127.0.0.1 \
+    GRPC_PORT=18582 RUNTIME_ROOT="$work/rt" LOG_LEVEL=warn USE_STATSD=false \
+    "$bin/ratelimit" >"$work/ours.log" 2>&1 &
+pids+=($!)
+"$bin/rl-null-server" 127.0.0.1:18592 >"$work/null.log" 2>&1 &
+pids+=($!)
+
+# start_envoy NAME FRONT_PORT GRPC_PORT: the example's Envoy on FRONT_PORT (app on +1,
+# admin on +2) asking the rate limit service on GRPC_PORT.
+start_envoy() {
+    local name=$1 front=$2 grpc=$3
+    sed -e "s/port_value: 10000}/port_value: $front}/" \
+        -e "s/port_value: 10001}/port_value: $((front + 1))}/g" \
+        -e "s/port_value: 9901}/port_value: $((front + 2))}/" \
+        -e "s/port_value: 8081}/port_value: $grpc}/" \
+        examples/envoy/envoy.yaml >"$work/$name.yaml"
+    "$ENVOY_BIN" -c "$work/$name.yaml" --disable-hot-restart --concurrency 1 -l warning \
+        --base-id-path "$work/$name.base-id" --use-dynamic-base-id >"$work/$name-envoy.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 300); do
+        curl -fs -o /dev/null "http://127.0.0.1:$((front + 2))/ready" && return 0
+        sleep 0.1
+    done
+    cat "$work/$name-envoy.log"
+    exit 1
+}
+start_envoy ours 18600 18582
+start_envoy null 18610 18592
+for port in 18600 18610; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'x-api-key: warm' "http://127.0.0.1:$port/")
+    [ "$code" = 200 ] || { echo "Envoy on $port answered $code"; exit 1; }
+done
+
+echo "== $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $RATE/s for ${DURATION}s, 16 connections"
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+declare -A p50 p99
+for r in $(seq "$ROUNDS"); do
+    for side in ours null; do
+        port=18600
+        [ $side = null ] && port=18610
+        line=$("$bin/rl-http" --addr "127.0.0.1:$port" --rate "$RATE" --duration "$DURATION" \
+            --label "$side")
+        echo "round $r $line"
+        [ "$(echo "$line" | field non200)" = 0 ] || { echo "non-200 answers"; exit 1; }
+        p50[$side]+="$(echo "$line" | field p50_us) "
+        p99[$side]+="$(echo "$line" | field p99_us) "
+    done
+done
+m() { tr ' ' '\n' <<<"$1" | grep . | median; }
+o50=$(m "${p50[ours]}") n50=$(m "${p50[null]}") o99=$(m "${p99[ours]}") n99=$(m "${p99[null]}")
+echo "median of $ROUNDS rounds: ours (Redis) p50 ${o50} us p99 ${o99} us; null p50 ${n50} us p99 ${n99} us"
+echo "added by our server on Redis over the null server: p50 $((o50 - n50)) us, p99 $((o99 - n99)) us"
