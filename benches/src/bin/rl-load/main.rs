@@ -6,7 +6,7 @@
 //! rl-load [--target grpc|json] [--addr 127.0.0.1:8081] [--streams 64] [--conns 1]
 //!         [--duration 10 | --count N] [--rate DECISIONS_PER_SEC] [--keys 1000]
 //!         [--domain api] [--key user] [--override] [--threads 1] [--label name]
-//!         [--warmup REQUESTS_PER_STREAM] [--channel | --raw]
+//!         [--warmup REQUESTS_PER_STREAM] [--channel | --raw | --h2]
 //! ```
 //!
 //! gRPC goes through tonic's generated client on a bare hyper HTTP/2 connection per
@@ -15,7 +15,9 @@
 //! the same calls with [`ratelimit_benches::h2raw`], a lean HTTP/2 client on plain threads
 //! (see `raw.rs`): the counterpart of `redis-benchmark`'s client, so that the Redis ratio
 //! measures the server and not the client's share of the two cores. `--threads` sizes
-//! tokio's runtime and so does not apply to it.
+//! tokio's runtime and so does not apply to it. `--h2` uses the `h2` crate directly (see
+//! `h2call.rs`): each call is its own `send_request` and DATA frame, written when the
+//! connection task next runs, without tonic or hyper in between: another write pattern.
 //!
 //! Open loop (`--rate`): each stream owns every `streams`-th slot of a fixed schedule and
 //! latency is measured from the slot's scheduled time, not from when the request was
@@ -31,6 +33,7 @@
 
 use std::time::{Duration, Instant};
 
+mod h2call;
 mod raw;
 
 use tokio::sync::mpsc;
@@ -72,6 +75,7 @@ struct Opts {
     warmup: u64,
     channel: bool,
     raw: bool,
+    h2: bool,
 }
 
 impl Opts {
@@ -81,6 +85,7 @@ impl Opts {
             ("json", ..) => "http1",
             (_, true, _) => "raw",
             (_, _, true) => "channel",
+            _ if self.h2 => "h2",
             _ => "tonic",
         }
     }
@@ -104,6 +109,7 @@ fn parse() -> Opts {
         warmup: 0,
         channel: false,
         raw: false,
+        h2: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -121,6 +127,11 @@ fn parse() -> Opts {
         }
         if flag == "--raw" {
             o.raw = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--h2" {
+            o.h2 = true;
             i += 1;
             continue;
         }
@@ -154,6 +165,9 @@ fn parse() -> Opts {
     }
     if o.raw && (o.target != "grpc" || o.channel) {
         usage("--raw is a gRPC client of its own: not with --target json or --channel");
+    }
+    if o.h2 && (o.target != "grpc" || o.channel || o.raw) {
+        usage("--h2 is a gRPC client of its own: not with --target json, --channel or --raw");
     }
     if o.duration.is_none() && o.count.is_none() {
         o.duration = Some(Duration::from_secs(10));
@@ -293,6 +307,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 enum Conn {
     Grpc(RateLimitServiceClient<Channel>),
     Direct(RateLimitServiceClient<Direct>),
+    H2(h2call::H2Conn),
     Json(JsonConn),
 }
 
@@ -371,6 +386,7 @@ async fn send(o: &Opts, conn: &mut Conn, seq: u64) -> Option<bool> {
     match conn {
         Conn::Grpc(c) => allowed(c.should_rate_limit(grpc_request(o, seq)).await),
         Conn::Direct(c) => allowed(c.should_rate_limit(grpc_request(o, seq)).await),
+        Conn::H2(c) => c.call(&grpc_request(o, seq)).await,
         Conn::Json(c) => match c.post(&o.addr, &json_body(o, seq)).await {
             Ok(200) => Some(true),
             Ok(429) => Some(false),
@@ -444,7 +460,15 @@ async fn stream(
 async fn run(o: Opts) {
     let mut channels = Vec::new();
     let mut direct = Vec::new();
-    if o.target == "grpc" && !o.channel {
+    let mut h2conns = Vec::new();
+    if o.h2 {
+        for _ in 0..o.conns {
+            h2conns.push(h2call::H2Conn::connect(&o.addr).await.unwrap_or_else(|e| {
+                eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
+                std::process::exit(1)
+            }));
+        }
+    } else if o.target == "grpc" && !o.channel {
         let origin: http::Uri = format!("http://{}", o.addr).parse().unwrap_or_else(|e| {
             eprintln!("rl-load: bad address {}: {e}", o.addr);
             std::process::exit(2)
@@ -472,23 +496,23 @@ async fn run(o: Opts) {
     }
     let mut conns = Vec::new();
     for i in 0..o.streams {
-        conns.push(
-            if let Some((d, origin)) = direct.get((i % o.conns) as usize) {
-                Conn::Direct(RateLimitServiceClient::with_origin(
-                    d.clone(),
-                    origin.clone(),
-                ))
-            } else if o.target == "grpc" {
-                Conn::Grpc(RateLimitServiceClient::new(
-                    channels[(i % o.conns) as usize].clone(),
-                ))
-            } else {
-                Conn::Json(JsonConn::connect(&o.addr).await.unwrap_or_else(|e| {
-                    eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
-                    std::process::exit(1)
-                }))
-            },
-        );
+        conns.push(if let Some(h) = h2conns.get((i % o.conns) as usize) {
+            Conn::H2(h.clone())
+        } else if let Some((d, origin)) = direct.get((i % o.conns) as usize) {
+            Conn::Direct(RateLimitServiceClient::with_origin(
+                d.clone(),
+                origin.clone(),
+            ))
+        } else if o.target == "grpc" {
+            Conn::Grpc(RateLimitServiceClient::new(
+                channels[(i % o.conns) as usize].clone(),
+            ))
+        } else {
+            Conn::Json(JsonConn::connect(&o.addr).await.unwrap_or_else(|e| {
+                eprintln!("rl-load: cannot connect to {}: {e}", o.addr);
+                std::process::exit(1)
+            }))
+        });
     }
     if o.warmup > 0 {
         // Every stream's first requests (connection windows, lazily built state on both
