@@ -21,23 +21,9 @@ bin=target/release
 mkdir -p "$work/rt/config"
 printf 'domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
     >"$work/rt/config/api.yaml"
-redis-server --bind 127.0.0.1 --port $REDIS_PORT --save "" --appendonly no \
-    --daemonize no --logfile "$work/redis.log" &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
-start() {
-    local name=$1 port=$2
-    shift 2
-    env -i PATH="$PATH" GRPC_HOST=127.0.0.1 GRPC_PORT=$port HOST=127.0.0.1 PORT=$((port + 1)) \
-        DEBUG_HOST=127.0.0.1 DEBUG_PORT=$((port + 2)) RUNTIME_ROOT="$work/rt" LOG_LEVEL=warn \
-        USE_STATSD=false "$@" "$bin/ratelimit" >"$work/$name.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 100); do grep -q listening "$work/$name.log" && return 0; sleep 0.1; done
-    cat "$work/$name.log"
-    exit 1
-}
-start memory 18680 BACKEND_TYPE=memory
-start redis 18690 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
+start_redis $REDIS_PORT
+start_ratelimit memory 18680 BACKEND_TYPE=memory
+start_ratelimit redis 18690 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
 "$bin/rl-null-server" 127.0.0.1:18699 >"$work/null.log" 2>&1 &
 pids+=($!)
 sleep 0.5

@@ -25,15 +25,8 @@ mkdir -p "$work/rt/config"
 printf 'domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
     >"$work/rt/config/rl.yaml"
 
-redis-server --bind 127.0.0.1 --port $REDIS_PORT --save "" --appendonly no \
-    --daemonize no --logfile "$work/redis.log" &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
-env -i PATH="$PATH" BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT \
-    HOST=127.0.0.1 PORT=18580 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18581 GRPC_HOST=127.0.0.1 \
-    GRPC_PORT=18582 RUNTIME_ROOT="$work/rt" LOG_LEVEL=warn USE_STATSD=false \
-    "$bin/ratelimit" >"$work/ours.log" 2>&1 &
-pids+=($!)
+start_redis $REDIS_PORT
+start_ratelimit ours 18580 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
 "$bin/rl-null-server" 127.0.0.1:18592 >"$work/null.log" 2>&1 &
 pids+=($!)
 
@@ -56,7 +49,7 @@ start_envoy() {
     cat "$work/$name-envoy.log"
     exit 1
 }
-start_envoy ours 18600 18582
+start_envoy ours 18600 18580
 start_envoy null 18610 18592
 for port in 18600 18610; do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H 'x-api-key: warm' "http://127.0.0.1:$port/")

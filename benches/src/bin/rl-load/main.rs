@@ -33,23 +33,23 @@
 
 use std::time::{Duration, Instant};
 
+mod direct;
 mod h2call;
+mod json;
 mod raw;
 
 use tokio::sync::mpsc;
+
+use direct::{Direct, connect_direct};
+use json::JsonConn;
 
 /// How often the pacer releases due slots: short enough that slots leave close to their
 /// time, long enough that the pacer costs the shared cores next to nothing.
 const PACE: Duration = Duration::from_micros(100);
 
-use bytes::Bytes;
-use futures_util::FutureExt;
 use hdrhistogram::Histogram;
-use http_body_util::{BodyExt, Full};
 use ratelimit_server::pb::rls;
 use ratelimit_server::pb::rls::rate_limit_service_client::RateLimitServiceClient;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint};
 
 // The load generator shares two cores with what it measures: every cycle it spends on
@@ -241,139 +241,11 @@ fn json_body(o: &Opts, seq: u64) -> String {
     )
 }
 
-/// One keep-alive HTTP/1.1 connection sending `POST /json`.
-struct JsonConn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl JsonConn {
-    async fn connect(addr: &str) -> std::io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        Ok(JsonConn {
-            stream,
-            buf: Vec::with_capacity(1024),
-        })
-    }
-
-    /// Sends one body and returns the status code.
-    async fn post(&mut self, host: &str, body: &str) -> std::io::Result<u16> {
-        let req = format!(
-            "POST /json HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        self.stream.write_all(req.as_bytes()).await?;
-        self.buf.clear();
-        let head_end = loop {
-            if let Some(p) = find(&self.buf, b"\r\n\r\n") {
-                break p + 4;
-            }
-            let mut chunk = [0u8; 2048];
-            let n = self.stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8_lossy(&self.buf[..head_end]).to_ascii_lowercase();
-        let status: u16 = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        while self.buf.len() < head_end + len {
-            let mut chunk = [0u8; 2048];
-            let n = self.stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-        Ok(status)
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
 enum Conn {
     Grpc(RateLimitServiceClient<Channel>),
     Direct(RateLimitServiceClient<Direct>),
     H2(h2call::H2Conn),
     Json(JsonConn),
-}
-
-/// tonic's client on a bare hyper HTTP/2 connection. tonic's `Channel` puts a buffer task,
-/// reconnection and load balancing in front of the same connection: the right thing for
-/// a service, but here every request paid for a hop through that task, on the cores the
-/// server under test needs. A load generator connects once and never balances.
-///
-/// The request goes out as one HEADERS and one DATA frame that ends the stream, as Envoy
-/// sends a unary call. Handed tonic's streaming body, hyper cannot know the body ends after
-/// its one message, so it sent a third, empty DATA frame to end the stream, and tonic's
-/// server waits for that end before it calls the handler.
-#[derive(Clone)]
-struct Direct(hyper::client::conn::http2::SendRequest<Full<Bytes>>);
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl tower_service::Service<http::Request<tonic::body::Body>> for Direct {
-    type Response = http::Response<hyper::body::Incoming>;
-    type Error = BoxError;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Self::Response, BoxError>> + Send>,
-    >;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), BoxError>> {
-        self.0.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let (parts, body) = req.into_parts();
-        // A unary call's body is encoded when it is first polled, so it is complete at
-        // once; a body that is not (a streaming call) is not what this tool sends.
-        match body.collect().now_or_never() {
-            Some(Ok(all)) => {
-                let req = http::Request::from_parts(parts, Full::new(all.to_bytes()));
-                let sent = self.0.send_request(req);
-                Box::pin(async move { sent.await.map_err(Into::into) })
-            }
-            Some(Err(e)) => Box::pin(std::future::ready(Err(e.into()))),
-            None => Box::pin(std::future::ready(Err(
-                "rl-load sends unary calls only".into()
-            ))),
-        }
-    }
-}
-
-async fn connect_direct(addr: &str) -> std::io::Result<Direct> {
-    let tcp = TcpStream::connect(addr).await?;
-    tcp.set_nodelay(true)?;
-    // Each request's answer is a task of its own here. Run inside the connection's task
-    // (as the server runs its streams) the request bodies and answers cost this process
-    // 0.62-0.83x the CPU, but the rate fell to 0.55-0.71x (2 cores, one worker here).
-    let (send, conn) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .handshake(hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .map_err(std::io::Error::other)?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            eprintln!("rl-load: connection ended: {e}");
-        }
-    });
-    Ok(Direct(send))
 }
 
 fn allowed(r: Result<tonic::Response<rls::RateLimitResponse>, tonic::Status>) -> Option<bool> {
