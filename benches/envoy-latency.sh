@@ -59,7 +59,7 @@ done
 echo "== $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $RATE/s for ${DURATION}s, 16 connections"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-declare -A p50 p99
+declare -A p50 p99 s50 s99
 for r in $(seq "$ROUNDS"); do
     for side in ours null; do
         port=18600
@@ -70,9 +70,13 @@ for r in $(seq "$ROUNDS"); do
         [ "$(echo "$line" | field non200)" = 0 ] || { echo "non-200 answers"; exit 1; }
         p50[$side]+="$(echo "$line" | field p50_us) "
         p99[$side]+="$(echo "$line" | field p99_us) "
+        s50[$side]+="$(echo "$line" | field send_p50_us) "
+        s99[$side]+="$(echo "$line" | field send_p99_us) "
     done
 done
 m() { tr ' ' '\n' <<<"$1" | grep . | median; }
 o50=$(m "${p50[ours]}") n50=$(m "${p50[null]}") o99=$(m "${p99[ours]}") n99=$(m "${p99[null]}")
 echo "median of $ROUNDS rounds: ours (Redis) p50 ${o50} us p99 ${o99} us; null p50 ${n50} us p99 ${n99} us"
 echo "added by our server on Redis over the null server: p50 $((o50 - n50)) us, p99 $((o99 - n99)) us"
+o50=$(m "${s50[ours]}") n50=$(m "${s50[null]}") o99=$(m "${s99[ours]}") n99=$(m "${s99[null]}")
+echo "timed from the send: ours p50 ${o50} us p99 ${o99} us; null p50 ${n50} us p99 ${n99} us; added p50 $((o50 - n50)) us, p99 $((o99 - n99)) us"

@@ -3,8 +3,11 @@
 //! `--rate` requests a second spread over `--conns` keep-alive connections, `GET /` with an
 //! `x-api-key` header cycling over `--keys` values. Each request is timed from when it was
 //! due, not from when it was sent, so a stall shows in the tail instead of quietly slowing
-//! the schedule (coordinated omission). Prints one line:
-//! `LABEL rate=R sent=N non200=E p50_us=.. p90_us=.. p99_us=.. max_us=..`.
+//! the schedule (coordinated omission). tokio's timer wakes at millisecond granularity, so
+//! a request may leave up to about 1 ms after it was due: the `send_*` columns time from
+//! the actual send instead. Prints one line:
+//! `LABEL rate=R sent=N non200=E p50_us=.. p90_us=.. p99_us=.. max_us=.. send_p50_us=..
+//! send_p99_us=..`.
 //!
 //! Usage: rl-http --addr HOST:PORT [--rate 2000] [--duration 5] [--conns 16] [--keys 1000]
 //!        [--label http]
@@ -67,7 +70,7 @@ async fn connection(
     first: u64,
     o: (u64, u64, u64, u64),
     start: Instant,
-) -> Result<(Histogram<u64>, u64), String> {
+) -> Result<(Histogram<u64>, Histogram<u64>, u64), String> {
     let (rate, total, step, keys) = o;
     let stream = TcpStream::connect(&addr)
         .await
@@ -75,11 +78,13 @@ async fn connection(
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     let mut stream = BufReader::new(stream);
     let mut hist = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    let mut sent_hist = hist.clone();
     let (mut non_200, mut line) = (0, String::new());
     let mut i = first;
     while i < total {
         let due = start + Duration::from_nanos(i * 1_000_000_000 / rate);
         tokio::time::sleep_until(due).await;
+        let sent = Instant::now();
         let request = format!(
             "GET / HTTP/1.1\r\nHost: bench\r\nx-api-key: k{}\r\n\r\n",
             i % keys
@@ -121,9 +126,10 @@ async fn connection(
             .map_err(|e| format!("body: {e}"))?;
         non_200 += u64::from(!status_ok);
         let _ = hist.record(due.elapsed().as_micros() as u64);
+        let _ = sent_hist.record(sent.elapsed().as_micros() as u64);
         i += step;
     }
-    Ok((hist, non_200))
+    Ok((hist, sent_hist, non_200))
 }
 
 fn main() {
@@ -152,17 +158,20 @@ fn main() {
             })
             .collect();
         let mut all = Histogram::<u64>::new(3).expect("a histogram");
+        let mut all_sent = all.clone();
         let mut non_200 = 0;
         for t in tasks {
-            let (h, e) = t.await.map_err(|e| e.to_string())??;
+            let (h, s, e) = t.await.map_err(|e| e.to_string())??;
             all.add(&h).map_err(|e| e.to_string())?;
+            all_sent.add(&s).map_err(|e| e.to_string())?;
             non_200 += e;
         }
-        Ok::<_, String>((all, non_200))
+        Ok::<_, String>((all, all_sent, non_200))
     });
     match result {
-        Ok((h, non_200)) => println!(
-            "{} rate={} sent={} non200={} p50_us={} p90_us={} p99_us={} max_us={}",
+        Ok((h, s, non_200)) => println!(
+            "{} rate={} sent={} non200={} p50_us={} p90_us={} p99_us={} max_us={} \
+             send_p50_us={} send_p99_us={}",
             o.label,
             o.rate,
             h.len(),
@@ -170,7 +179,9 @@ fn main() {
             h.value_at_quantile(0.5),
             h.value_at_quantile(0.9),
             h.value_at_quantile(0.99),
-            h.max()
+            h.max(),
+            s.value_at_quantile(0.5),
+            s.value_at_quantile(0.99)
         ),
         Err(e) => {
             eprintln!("rl-http: {e}");
