@@ -197,7 +197,9 @@ pub struct Response {
     /// `RateLimit-*` headers, only when enabled in [`crate::LimiterSettings`].
     pub response_headers_to_add: Vec<Header>,
     /// The `dynamic_metadata` struct, only when enabled in [`crate::LimiterSettings`].
-    pub dynamic_metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Boxed: rarely on, and a `Response` moved whole (the async API returns one) is
+    /// copied with inline moves only up to 128 bytes, with a `memcpy` call beyond.
+    pub dynamic_metadata: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// The statuses of a response, one per request descriptor: a slice to read, kept inline

@@ -186,10 +186,10 @@ fn stale_response() -> Response {
             key: "stale".into(),
             value: "7".into(),
         }],
-        dynamic_metadata: Some(serde_json::Map::from_iter([(
+        dynamic_metadata: Some(Box::new(serde_json::Map::from_iter([(
             "stale".to_owned(),
             Value::from(7),
-        )])),
+        )]))),
     }
 }
 

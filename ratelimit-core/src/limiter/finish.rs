@@ -77,7 +77,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             add_headers(resp, plan, names, self.settings.quota_mode, now);
         }
         if self.settings.dynamic_metadata {
-            resp.dynamic_metadata = Some(dynamic_metadata(req, plan, &resp.statuses));
+            resp.dynamic_metadata = Some(Box::new(dynamic_metadata(req, plan, &resp.statuses)));
         } else if resp.dynamic_metadata.is_some() {
             resp.dynamic_metadata = None;
         }

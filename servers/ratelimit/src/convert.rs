@@ -120,7 +120,7 @@ pub fn response_to_pb(resp: &Response) -> rls::RateLimitResponse {
             .collect(),
         request_headers_to_add: Vec::new(),
         raw_body: Vec::new(),
-        dynamic_metadata: resp.dynamic_metadata.as_ref().map(json_to_struct),
+        dynamic_metadata: resp.dynamic_metadata.as_deref().map(json_to_struct),
         quota: None,
     }
 }
@@ -161,7 +161,10 @@ pub fn response_from_pb(resp: &rls::RateLimitResponse) -> Response {
                 value: h.value.clone(),
             })
             .collect(),
-        dynamic_metadata: resp.dynamic_metadata.as_ref().map(struct_to_json),
+        dynamic_metadata: resp
+            .dynamic_metadata
+            .as_ref()
+            .map(|s| Box::new(struct_to_json(s))),
     }
 }
 
