@@ -39,6 +39,7 @@ mod envelope;
 mod errors;
 pub mod limits;
 pub mod market;
+pub mod order_request;
 pub mod orders;
 mod paging;
 mod params;
@@ -47,6 +48,7 @@ pub mod replay;
 pub mod signal_payload;
 pub mod strategy;
 pub mod strategy_profile;
+pub mod typed;
 mod validate;
 pub mod wallets;
 

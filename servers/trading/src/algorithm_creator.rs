@@ -6,7 +6,7 @@
 //! a valid algorithm. Nothing here runs an algorithm.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Endpoint, Valid};
+use trading_model::{ApiError, Endpoint, Valid, typed};
 
 use crate::context::{RequestContext, caller_of, db, id_param, opt_id, refused};
 use crate::resources::answer;
@@ -97,25 +97,11 @@ pub(crate) const ORDER_TYPES: [(&str, bool, &str); 5] = [
     ),
 ];
 
-/// Parameters of `algorithm-add` / `algorithm-update` stored on the algorithm.
-const ALGORITHM_FIELDS: [&str; 11] = [
-    "name",
-    "group_name",
-    "reverse_id",
-    "maximum_transactions_successful",
-    "maximum_transactions_canceled",
-    "cpa_successful",
-    "cpa_canceled",
-    "comments",
-    "status",
-    "package_minimum",
-    "monthly_fee",
-];
-
-fn text_fields(valid: &Valid, names: &[&str]) -> Map<String, Value> {
+/// The record fields of the given parameters, trimmed; absent ones are left out.
+fn text_fields(given: &[(&str, Option<&String>)]) -> Map<String, Value> {
     let mut f = Map::new();
-    for n in names {
-        if let Some(v) = valid.text(n) {
+    for (n, v) in given {
+        if let Some(v) = v {
             f.insert((*n).to_owned(), json!(v.trim()));
         }
     }
@@ -279,7 +265,24 @@ fn answer_for(
     let store = &env.store;
     match name {
         "algorithm-add" => {
-            let mut f = text_fields(valid, &ALGORITHM_FIELDS);
+            let p = typed::AlgorithmCreatorAlgorithmAdd::from_valid(valid)?;
+            let mut f = text_fields(&[
+                ("name", Some(&p.name)),
+                ("group_name", Some(&p.group_name)),
+                ("reverse_id", p.reverse_id.as_ref()),
+                (
+                    "maximum_transactions_successful",
+                    p.maximum_transactions_successful.as_ref(),
+                ),
+                (
+                    "maximum_transactions_canceled",
+                    p.maximum_transactions_canceled.as_ref(),
+                ),
+                ("comments", p.comments.as_ref()),
+                ("status", p.status.as_ref()),
+                ("package_minimum", p.package_minimum.as_ref()),
+                ("monthly_fee", p.monthly_fee.as_ref()),
+            ]);
             f.insert("published".into(), json!(false));
             let r = store
                 .insert_record(ALGORITHM, user, &f, None, now)
@@ -288,7 +291,26 @@ fn answer_for(
         }
         "algorithm-update" => {
             let alg = algorithm(env, user, valid, "id")?;
-            let f = text_fields(valid, &ALGORITHM_FIELDS);
+            let p = typed::AlgorithmCreatorAlgorithmUpdate::from_valid(valid)?;
+            let f = text_fields(&[
+                ("name", Some(&p.name)),
+                ("group_name", Some(&p.group_name)),
+                ("reverse_id", p.reverse_id.as_ref()),
+                (
+                    "maximum_transactions_successful",
+                    p.maximum_transactions_successful.as_ref(),
+                ),
+                (
+                    "maximum_transactions_canceled",
+                    p.maximum_transactions_canceled.as_ref(),
+                ),
+                ("cpa_successful", p.cpa_successful.as_ref()),
+                ("cpa_canceled", p.cpa_canceled.as_ref()),
+                ("comments", p.comments.as_ref()),
+                ("status", p.status.as_ref()),
+                ("package_minimum", p.package_minimum.as_ref()),
+                ("monthly_fee", p.monthly_fee.as_ref()),
+            ]);
             let r = store
                 .update_record(ALGORITHM, user, alg.id, &f, now)
                 .map_err(db)?
@@ -365,17 +387,27 @@ fn answer_for(
         }
         "condition-add" | "execution-add" => {
             let alg = algorithm(env, user, valid, "algorithm_id")?;
-            let (kind, names): (&str, &[&str]) = if name == "condition-add" {
-                check_operator(valid.text("operator").unwrap_or(""))?;
-                (CONDITION, &["code", "operator", "value"])
+            let (kind, mut f) = if name == "condition-add" {
+                let p = typed::AlgorithmCreatorConditionAdd::from_valid(valid)?;
+                check_operator(&p.operator)?;
+                let f = text_fields(&[
+                    ("code", Some(&p.code)),
+                    ("operator", Some(&p.operator)),
+                    ("value", Some(&p.value)),
+                ]);
+                (CONDITION, f)
             } else {
-                check_order_type(valid.text("order_type").unwrap_or(""))?;
-                (
-                    EXECUTION,
-                    &["order_type", "side", "quantity", "code", "price"],
-                )
+                let p = typed::AlgorithmCreatorExecutionAdd::from_valid(valid)?;
+                check_order_type(&p.order_type)?;
+                let f = text_fields(&[
+                    ("order_type", Some(&p.order_type)),
+                    ("side", Some(&p.side)),
+                    ("quantity", Some(&p.quantity)),
+                    ("code", Some(&p.code)),
+                    ("price", p.price.as_ref()),
+                ]);
+                (EXECUTION, f)
             };
-            let mut f = text_fields(valid, names);
             f.insert("algorithm_id".into(), json!(alg.id));
             if let Some(Value::String(c)) = f.get_mut("code") {
                 *c = c.to_ascii_lowercase();
@@ -384,22 +416,32 @@ fn answer_for(
             Ok(answer(&r))
         }
         "condition-update" | "execution-update" => {
-            let (kind, names): (&str, &[&str]) = if name == "condition-update" {
-                if let Some(op) = valid.text("operator") {
+            let (kind, mut f) = if name == "condition-update" {
+                let p = typed::AlgorithmCreatorConditionUpdate::from_valid(valid)?;
+                if let Some(op) = &p.operator {
                     check_operator(op)?;
                 }
-                (CONDITION, &["code", "operator", "value"])
+                let f = text_fields(&[
+                    ("code", p.code.as_ref()),
+                    ("operator", p.operator.as_ref()),
+                    ("value", p.value.as_ref()),
+                ]);
+                (CONDITION, f)
             } else {
-                if let Some(t) = valid.text("order_type") {
+                let p = typed::AlgorithmCreatorExecutionUpdate::from_valid(valid)?;
+                if let Some(t) = &p.order_type {
                     check_order_type(t)?;
                 }
-                (
-                    EXECUTION,
-                    &["order_type", "side", "quantity", "code", "price"],
-                )
+                let f = text_fields(&[
+                    ("order_type", p.order_type.as_ref()),
+                    ("side", p.side.as_ref()),
+                    ("quantity", p.quantity.as_ref()),
+                    ("code", p.code.as_ref()),
+                    ("price", p.price.as_ref()),
+                ]);
+                (EXECUTION, f)
             };
             let id = id_param(valid, "id")?;
-            let mut f = text_fields(valid, names);
             if let Some(Value::String(c)) = f.get_mut("code") {
                 *c = c.to_ascii_lowercase();
             }

@@ -11,7 +11,7 @@ use trading_model::market::Market;
 use trading_model::market::news::{
     self, Article, HORIZONS, IMPACT_PAIRS, ImpactStatus, SOURCES, TOPICS,
 };
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Valid, typed};
 
 use super::answers::unknown_code;
 use crate::context::{RequestContext, refused, refused_with};
@@ -40,7 +40,8 @@ pub(super) fn call(path: &str, valid: &Valid, env: &RequestContext) -> Result<Va
     match path {
         "public/trending-news-data" => news_data(m, now_s, valid, subscribed(env)),
         "public/trending-news-watchlist" => {
-            let filter = terms(valid, "keyword_contains");
+            let p = typed::PublicTrendingNewsWatchlist::from_valid(valid)?;
+            let filter = terms(p.keyword_contains.as_deref());
             let archive = archive(m, now_s);
             Ok(Value::Array(
                 watchlist(env)?
@@ -65,9 +66,8 @@ pub(super) fn call(path: &str, valid: &Valid, env: &RequestContext) -> Result<Va
 }
 
 /// Lower-cased, trimmed terms of a csv filter.
-fn terms(valid: &Valid, name: &str) -> Vec<String> {
-    valid
-        .list(name)
+fn terms(given: Option<&[String]>) -> Vec<String> {
+    given
         .unwrap_or(&[])
         .iter()
         .map(|t| t.trim().to_lowercase())
@@ -222,7 +222,8 @@ pub(super) fn record(m: &Market, a: &Article, now_s: u64, subscribed: bool) -> V
 }
 
 fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<Value, ApiError> {
-    let date = valid.text("date").unwrap_or("");
+    let p = typed::PublicTrendingNewsData::from_valid(valid)?;
+    let date = p.date.as_str();
     let day =
         super::public::day_start_s(date).ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?;
     if day > now_s {
@@ -235,10 +236,10 @@ fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<
             format!("The archive keeps the last {ARCHIVE_DAYS} days."),
         ));
     }
-    let keyword = terms(valid, "keyword_contains");
-    let title = terms(valid, "title_contains");
-    let brief = terms(valid, "brief_contains");
-    let exclude = terms(valid, "exclude_keywords");
+    let keyword = terms(p.keyword_contains.as_deref());
+    let title = terms(p.title_contains.as_deref());
+    let brief = terms(p.brief_contains.as_deref());
+    let exclude = terms(p.exclude_keywords.as_deref());
     let any = |terms: &[String], text: &str| {
         terms.is_empty()
             || terms
@@ -295,7 +296,8 @@ fn statistics(m: &Market, now_s: u64, env: &RequestContext) -> Result<Value, Api
 }
 
 fn source_impact(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let wanted = valid.text("source_contains").unwrap_or("");
+    let p = typed::PublicTrendingNewsSourceImpact::from_valid(valid)?;
+    let wanted = p.source_contains.as_str();
     let sources = news::sources_containing(wanted);
     if sources.is_empty() {
         return Err(refused_with(
@@ -379,7 +381,8 @@ fn impact_of_source(m: &Market, now_s: u64, articles: &[&Article]) -> Vec<(Strin
 
 /// News of the last 60 days about either asset of a trading code, newest first.
 pub(super) fn relevant(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let code = valid.text("symbol").unwrap_or("");
+    let p = typed::ExchangeindexRelevantNews::from_valid(valid)?;
+    let code = p.symbol.as_str();
     let sym = m.symbol(code).ok_or_else(|| unknown_code("symbol", code))?;
     let now_s = now / 1000;
     let mut list: Vec<Article> = archive(m, now_s)

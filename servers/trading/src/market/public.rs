@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use trading_model::market::{Book, Market, Symbol};
-use trading_model::{ApiError, Endpoint, Valid};
+use trading_model::{ApiError, Endpoint, Valid, typed};
 
 use super::answers::{page, paged, r8, symbol_record, unknown_code};
 use crate::context::{RequestContext, refused};
@@ -25,7 +25,7 @@ pub(super) fn call(
     match path {
         "public/spreads/data" => Ok(spreads_data(m, now)),
         "public/fetch-symbol-price" => fetch_symbol_price(m, now, valid),
-        "public/bitcoin-price-tracker" => Ok(price_tracker(m, now, valid)),
+        "public/bitcoin-price-tracker" => price_tracker(m, now, valid),
         "public/fetch-symbol-trades" => fetch_trades(m, now, valid),
         "public/realtime-bitcoin-profit" => {
             let (records, info) = page(ep, valid).apply(&arbitrage(m, now));
@@ -33,11 +33,12 @@ pub(super) fn call(
         }
         "public/exchange-information" => Ok(exchange_information(m, now)),
         "public/tradingview-charts" => tradingview(m, valid),
-        "public/match-pair" => Ok(match_pair(m, ep, valid)),
+        "public/match-pair" => match_pair(m, ep, valid),
         "public/fetch-spread-data" => fetch_spread_data(m, now, valid),
         "public/spreads-list" => {
-            let filter = valid
-                .text("spread_includes")
+            let p = typed::PublicSpreadsList::from_valid(valid)?;
+            let filter = p
+                .spread_includes
                 .map(|s| s.trim().to_ascii_lowercase())
                 .unwrap_or_default();
             // Paging lists newest first; combinations have no age, so the reversed
@@ -104,7 +105,7 @@ fn spreads_data(m: &Market, now: u64) -> Value {
 }
 
 fn fetch_symbol_price(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let codes = valid.list("code").unwrap_or(&[]);
+    let codes = typed::PublicFetchSymbolPrice::from_valid(valid)?.code;
     let mut out = serde_json::Map::new();
     let mut unknown = Vec::new();
     for c in codes {
@@ -141,15 +142,12 @@ fn fetch_symbol_price(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiE
     Ok(Value::Object(out))
 }
 
-fn price_tracker(m: &Market, now: u64, valid: &Valid) -> Value {
-    let interval = valid
-        .text("interval")
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or(1000)
-        .max(1);
+fn price_tracker(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> {
+    let p = typed::PublicBitcoinPriceTracker::from_valid(valid)?;
+    let interval = p.interval.parse::<u64>().unwrap_or(1000).max(1);
     let at = now - now % interval;
-    let filter = valid
-        .text("symbol_filter")
+    let filter = p
+        .symbol_filter
         .map(|s| s.trim().to_ascii_lowercase())
         .unwrap_or_default();
     let (mut bids, mut asks) = (serde_json::Map::new(), serde_json::Map::new());
@@ -164,12 +162,13 @@ fn price_tracker(m: &Market, now: u64, valid: &Valid) -> Value {
             asks.insert(s.code.clone(), json!([ask.price, ask.qty, t]));
         }
     }
-    json!({"lastupdated": at, "interval": interval, "bids": bids, "asks": asks})
+    Ok(json!({"lastupdated": at, "interval": interval, "bids": bids, "asks": asks}))
 }
 
 fn fetch_trades(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let side = valid.text("side").unwrap_or("both");
-    let (codes, window_ms): (Vec<&Symbol>, u64) = match valid.text("symbol") {
+    let p = typed::PublicFetchSymbolTrades::from_valid(valid)?;
+    let side = p.side.as_str();
+    let (codes, window_ms): (Vec<&Symbol>, u64) = match p.symbol.as_deref() {
         Some(c) => (
             vec![m.symbol(c).ok_or_else(|| unknown_code("symbol", c))?],
             60_000,
@@ -267,7 +266,8 @@ fn exchange_information(m: &Market, now: u64) -> Value {
 }
 
 fn tradingview(m: &Market, valid: &Valid) -> Result<Value, ApiError> {
-    let code = valid.text("symbol").unwrap_or("");
+    let p = typed::PublicTradingviewCharts::from_valid(valid)?;
+    let code = p.symbol.as_str();
     let s = m.symbol(code).ok_or_else(|| unknown_code("symbol", code))?;
     let id = format!("chart-{}", s.code);
     // Our own minimal embed: a container plus a loader that polls this sandbox's
@@ -311,13 +311,9 @@ pub(super) fn combinations(m: &Market) -> Vec<String> {
     out
 }
 
-fn match_pair(m: &Market, ep: &Endpoint, valid: &Valid) -> Value {
-    let pairs: Vec<String> = valid
-        .list("code")
-        .unwrap_or(&[])
-        .iter()
-        .map(|p| p.to_ascii_uppercase())
-        .collect();
+fn match_pair(m: &Market, ep: &Endpoint, valid: &Valid) -> Result<Value, ApiError> {
+    let given = typed::PublicMatchPair::from_valid(valid)?;
+    let pairs: Vec<String> = given.code.iter().map(|p| p.to_ascii_uppercase()).collect();
     // Pages run over the requested pairs, in the order given.
     let mut requested = pairs.clone();
     requested.dedup();
@@ -358,7 +354,7 @@ fn match_pair(m: &Market, ep: &Endpoint, valid: &Valid) -> Value {
         "paging".into(),
         json!({"page": info.page, "showing": info.showing, "total": info.total}),
     );
-    Value::Object(out)
+    Ok(Value::Object(out))
 }
 
 /// The Unix second a `YYYY-MM-DD` day (already checked by validation) starts at.
@@ -368,7 +364,8 @@ pub(super) fn day_start_s(date: &str) -> Option<u64> {
 }
 
 fn fetch_spread_data(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let combo = valid.text("combination").unwrap_or("");
+    let p = typed::PublicFetchSpreadData::from_valid(valid)?;
+    let combo = p.combination.as_str();
     let (a, b) = combo
         .split_once('+')
         .ok_or_else(|| refused("combination", "Expected <code>+<code>."))?;
@@ -379,7 +376,7 @@ fn fetch_spread_data(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiEr
         .symbol(b.trim())
         .ok_or_else(|| unknown_code("combination", b))?;
     let now_s = now / 1000;
-    let day = match valid.text("date") {
+    let day = match p.date.as_deref() {
         Some(d) => day_start_s(d).ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?,
         None => now_s - now_s % 86_400,
     };
@@ -387,7 +384,7 @@ fn fetch_spread_data(m: &Market, now: u64, valid: &Valid) -> Result<Value, ApiEr
         return Err(refused("date", "The date lies in the future."));
     }
     let end = (day + 86_400).min(now_s + 1);
-    let latest = valid.boolean("latestonly").unwrap_or(false);
+    let latest = p.latestonly.unwrap_or(false);
     let start = if latest {
         (end - 1) - (end - 1) % 60
     } else {
@@ -447,11 +444,11 @@ fn bitcoin_information(m: &Market, now: u64) -> Value {
 }
 
 fn fetch_articles(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result<Value, ApiError> {
-    let id = valid.integer("article_id").unwrap_or(0);
-    let title = valid
-        .text("title_contains")
-        .filter(|t| *t != "0")
-        .map(str::to_lowercase);
+    let p = typed::PublicFetchArticles::from_valid(valid)?;
+    let id = p.article_id;
+    let title = Some(p.title_contains)
+        .filter(|t| t != "0")
+        .map(|t| t.to_lowercase());
     let now_s = i64::try_from(env.now_ms / 1000).unwrap_or(i64::MAX);
     let articles = env
         .store

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 use trading_model::signal_payload::CUSTOM_FIELDS;
-use trading_model::{ApiError, Endpoint, Page, Valid};
+use trading_model::{ApiError, Endpoint, Page, Valid, typed};
 
 use crate::context::{RequestContext, db, id_param, opt_id, refused, round};
 use crate::store::{Iteration, Signal};
@@ -140,10 +140,10 @@ pub(super) fn call(
     let now = env.now_ms;
     match path {
         "marketplace/signals-add" => {
-            let key = valid.text("key").unwrap_or("").trim();
-            let payload = valid.text("payload").unwrap_or("");
-            let p =
-                trading_model::signal_payload::parse(payload).map_err(|e| refused("payload", e))?;
+            let given = typed::MarketplaceSignalsAdd::from_valid(valid)?;
+            let key = given.key.trim();
+            let p = trading_model::signal_payload::parse(&given.payload)
+                .map_err(|e| refused("payload", e))?;
             if env.market.symbol(&p.code).is_none() {
                 return Err(refused(
                     "payload",
@@ -159,15 +159,17 @@ pub(super) fn call(
         }
         "marketplace/signals-edit" => {
             let mut s = own_signal(env, user, valid)?;
-            if let Some(name) = valid.text("name").map(str::trim) {
+            let p = typed::MarketplaceSignalsEdit::from_valid(valid)?;
+            if let Some(name) = p.name.as_deref().map(str::trim) {
                 if name.chars().count() < 3 || name.chars().count() > 64 {
                     return Err(refused("name", "name needs 3 to 64 characters."));
                 }
                 s.name = name.to_owned();
             }
             s.custom.resize(CUSTOM_FIELDS.len(), String::new());
-            for (i, field) in CUSTOM_FIELDS.iter().enumerate() {
-                if let Some(v) = valid.text(field) {
+            let custom = [&p.custom_1, &p.custom_2, &p.custom_3, &p.custom_4];
+            for (i, (field, v)) in CUSTOM_FIELDS.iter().zip(custom).enumerate() {
+                if let Some(v) = v {
                     if v.chars().count() > 256 {
                         return Err(refused(field, "at most 256 characters."));
                     }
@@ -245,7 +247,8 @@ pub(super) fn call(
         "marketplace/signals-iteration-price-movement" => movement(env, user, valid),
         "marketplace/subscription-manage" => {
             let s = any_signal(env, id_param(valid, "id")?)?;
-            let subscribe = valid.text("action") == Some("subscribe");
+            let subscribe =
+                typed::MarketplaceSubscriptionManage::from_valid(valid)?.action == "subscribe";
             if subscribe && s.user_id == user {
                 return Err(refused("id", "You cannot subscribe to your own signal."));
             }
@@ -385,8 +388,8 @@ fn backtest(s: &Signal, since: u64, its: &[Iteration]) -> Value {
 fn trigger(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
     let s = own_signal(env, user, valid)?;
-    let side = valid.text("signal").unwrap_or("buy");
-    let action = valid.text("action").unwrap_or("open");
+    let p = typed::MarketplaceSignalsTrigger::from_valid(valid)?;
+    let (side, action) = (p.signal.as_str(), p.action.as_str());
     let its = env.store.iterations(s.id).map_err(db)?;
     let open = its.iter().rev().find(|i| i.closed_ms.is_none()).cloned();
     let price = env
@@ -454,7 +457,8 @@ fn opposite(side: &str) -> &'static str {
 
 fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
-    let only = match valid.text("id") {
+    let p = typed::MarketplaceSignalsFeed::from_valid(valid)?;
+    let only = match p.id.as_deref() {
         Some(t) => Some(
             t.trim()
                 .parse::<i64>()
@@ -462,10 +466,10 @@ fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, Api
         ),
         None => None,
     };
-    let code = valid.text("code").map(|c| c.trim().to_ascii_lowercase());
-    let min_iterations = valid.integer("min_iterations").unwrap_or(0);
-    let from_iteration = valid.integer("from_iteration").unwrap_or(0);
-    let more = valid.boolean("more").unwrap_or(false);
+    let code = p.code.map(|c| c.trim().to_ascii_lowercase());
+    let min_iterations = p.min_iterations.unwrap_or(0);
+    let from_iteration = p.from_iteration.unwrap_or(0);
+    let more = p.more.unwrap_or(false);
     let page = Page::of(ep, valid).unwrap_or(Page {
         limit: 100,
         pagenumber: 1,

@@ -4,8 +4,8 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
-use trading_model::ApiError;
 use trading_model::strategy_profile::Profile;
+use trading_model::{ApiError, typed};
 
 use super::call_context::{Cx, paged, sql};
 use super::strategies::{TxQuery, describe, transactions};
@@ -197,18 +197,9 @@ fn export_rows(
 }
 
 fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let system = cx
-        .valid
-        .text("system")
-        .unwrap_or("strategy_transactions")
-        .to_owned();
-    let kind = cx.valid.text("type").unwrap_or(".csv").to_owned();
-    let symbol = cx
-        .valid
-        .text("symbol")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let given = typed::ExportRequest::from_valid(cx.valid)?;
+    let (system, kind) = (given.system, given.r#type);
+    let symbol = given.symbol.trim().to_ascii_lowercase();
     if cx.env.market.symbol(&symbol).is_none() {
         return Err(refused("symbol", "Unknown trading code."));
     }
@@ -219,7 +210,7 @@ fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let keep_s = plan["strategies"]["export"]["maximum_storage_time"]
         .as_u64()
         .unwrap_or(86_400);
-    let limit = cx.valid.integer("limit").unwrap_or(100);
+    let limit = given.limit;
     if limit < 1 {
         return Err(refused("limit", "limit is at least 1."));
     }

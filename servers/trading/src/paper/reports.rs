@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use trading_model::ApiError;
 use trading_model::market::Market;
 use trading_model::orders::Position;
+use trading_model::{ApiError, typed};
 
 use super::call_context::{Cx, iso, num, paged, sql};
 use crate::context::{NO_RECORD, refused};
@@ -108,12 +108,8 @@ fn account_pnl(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let sub = cx
-        .valid
-        .text("subaccount_id")
-        .unwrap_or("")
-        .trim()
-        .to_owned();
+    let given = typed::FinanceListCommissionsPaid::from_valid(cx.valid)?;
+    let sub = given.subaccount_id.trim().to_owned();
     let conn = cx.store().paper();
     // `0` names the primary account itself; sub-accounts hold no exchange keys in this
     // sandbox, so they have paid no commissions.

@@ -2,10 +2,10 @@
 //! `trading_model::strategy`, and applying its effects to the store.
 
 use serde_json::{Map, Value, json};
-use trading_model::ApiError;
 use trading_model::market::{Market, Side};
 use trading_model::strategy::{Effect, Event, Refusal, State, transition};
 use trading_model::strategy_profile::{Profile, number_at};
+use trading_model::{ApiError, typed};
 
 use super::rows::own_profile;
 use crate::context::refused;
@@ -333,7 +333,8 @@ pub(crate) fn stop(cx: &Cx<'_>, event: Event) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let force = cx.valid.boolean("force").unwrap_or(false);
+    let force = typed::StrategyStopAllStrategies::from_valid(cx.valid)?.force;
+    let force = force.unwrap_or(false);
     let running = {
         let conn = cx.store().paper();
         conn.strategies(Strategies::RunningOfUser(cx.user()))

@@ -2,10 +2,10 @@
 //! options and books.
 
 use serde_json::{Map, Value, json};
-use trading_model::ApiError;
 use trading_model::market::Market;
 use trading_model::strategy::{ALGORITHMS, State, algorithm};
 use trading_model::strategy_profile::Profile;
+use trading_model::{ApiError, typed};
 
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
@@ -225,6 +225,7 @@ pub(crate) fn transactions(
 
 pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let (id, _, _) = own_profile(cx, "main_id")?;
+    let given = typed::StrategyListStrategyTransactions::from_valid(cx.valid)?;
     let page = trading_model::Page::of(cx.ep, cx.valid).unwrap_or(trading_model::Page {
         limit: 10,
         pagenumber: 1,
@@ -233,7 +234,7 @@ pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let q = TxQuery {
         strategy: Some(id),
         code: None,
-        filled_only: cx.valid.boolean("remove_unfilled").unwrap_or(false),
+        filled_only: given.remove_unfilled.unwrap_or(false),
         limit: u64::from(page.limit),
         offset: page.offset(),
     };
@@ -328,7 +329,7 @@ pub(crate) fn options(cx: &Cx<'_>) -> Value {
 pub(crate) fn books(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let market = &cx.env.market;
     let mut codes: Vec<String> = Vec::new();
-    if let Some(c) = cx.valid.text("code") {
+    if let Some(c) = typed::StrategyBooks::from_valid(cx.valid)?.code {
         let c = c.trim().to_ascii_lowercase();
         if market.symbol(&c).is_none() {
             return Err(refused("code", "Unknown trading code."));

@@ -7,7 +7,7 @@ use trading_model::strategy::{Event, Refusal, State, transition};
 use trading_model::strategy_profile::{
     self, CONDITION_ARRAYS, EXECUTABLE_ARRAYS, KeyLookup, Profile,
 };
-use trading_model::{ApiError, Checked};
+use trading_model::{ApiError, Checked, typed};
 
 use super::lifecycle::{apply_effects, refusal};
 use super::rows::own_profile;
@@ -127,10 +127,8 @@ pub(crate) fn duplicate(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let ids: Vec<i64> = cx
-        .valid
-        .list("ids")
-        .unwrap_or(&[])
+    let ids: Vec<i64> = typed::StrategyEditOrder::from_valid(cx.valid)?
+        .ids
         .iter()
         .map(|s| {
             s.trim()
@@ -174,7 +172,8 @@ pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
     if row.state == State::Running {
         return Err(refusal("id", Refusal::Running));
     }
-    let component = cx.valid.text("component").unwrap_or("").to_owned();
+    let given = typed::StrategyEditComponent::from_valid(cx.valid)?;
+    let component = given.component;
     if !EXECUTABLE_ARRAYS.contains(&component.as_str())
         && !CONDITION_ARRAYS.contains(&component.as_str())
     {
@@ -183,8 +182,8 @@ pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
             "Name an executable_* or condition_* array of edit-profile.",
         ));
     }
-    let index = usize::try_from(cx.valid.integer("row").unwrap_or(0)).unwrap_or(usize::MAX);
-    let value = cx.valid.text("value").unwrap_or("").to_owned();
+    let index = usize::try_from(given.row).unwrap_or(usize::MAX);
+    let value = given.value;
     let mut list = Profile::new(&p).list(&component);
     if index < list.len() {
         list[index] = value;
