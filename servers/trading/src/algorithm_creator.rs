@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, Valid, typed};
 
-use crate::context::{RequestContext, caller_of, db, id_param, opt_id, refused};
+use crate::context::{RequestContext, db, for_caller, id_param, opt_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
 
@@ -45,11 +45,10 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
     let name = ep.path.split_once('/').map_or("", |(_, n)| n);
-    Some(caller_of(env).and_then(|c| answer_for(name, valid, env, c.user_id)))
+    for_caller(handles(&ep.path), env, |c| {
+        answer_for(name, valid, env, c.user_id)
+    })
 }
 
 const ALGORITHM: &str = "algorithm";

@@ -56,6 +56,16 @@ pub(crate) fn caller_of(env: &RequestContext) -> Result<&Caller, ApiError> {
         .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))
 }
 
+/// The head every signed feature module's `call` shares: `None` when the module does not
+/// answer `path`, 2001 when nobody signed the request, otherwise `answer` for the caller.
+pub(crate) fn for_caller(
+    handles: bool,
+    env: &RequestContext,
+    answer: impl FnOnce(&Caller) -> Result<Value, ApiError>,
+) -> Option<Result<Value, ApiError>> {
+    handles.then(|| caller_of(env).and_then(answer))
+}
+
 /// The answer for a store failure (5000).
 pub(crate) fn store_error(e: &StoreError) -> ApiError {
     ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))

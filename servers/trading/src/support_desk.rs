@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, Valid, typed};
 
-use crate::context::{RequestContext, caller_of, db, id_param, refused, round};
+use crate::context::{RequestContext, db, for_caller, id_param, refused, round};
 use crate::resources::answer;
 
 /// Endpoints answered here.
@@ -26,10 +26,9 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
-    Some(caller_of(env).and_then(|c| answer_for(&ep.path, valid, env, c.user_id)))
+    for_caller(handles(&ep.path), env, |c| {
+        answer_for(&ep.path, valid, env, c.user_id)
+    })
 }
 
 const TICKET: &str = "support_ticket";

@@ -22,7 +22,7 @@ use trading_model::plans::{PACKAGES, package_json};
 use trading_model::wallets::{confirmations, fmt_units, min_deposit};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid, typed};
 
-use crate::context::{Caller, RequestContext, db, id_param};
+use crate::context::{Caller, RequestContext, db, for_caller, id_param};
 use crate::resources::answer;
 use answers::{WHOLE, list, no_record, paging};
 use servers::{add_drivetime, disable_server, enable_server, server_types, speed_test};
@@ -76,13 +76,7 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
-    let Some(caller) = env.caller.as_ref() else {
-        return Some(Err(ApiError::new(ErrorCode::MissingKey)));
-    };
-    Some(answer_for(ep, valid, env, caller))
+    for_caller(handles(&ep.path), env, |c| answer_for(ep, valid, env, c))
 }
 
 fn answer_for(
