@@ -53,15 +53,7 @@ pub(crate) fn num(v: f64) -> Value {
     json!(if r == 0.0 { 0.0 } else { r })
 }
 
-/// Text of a number for the string-only transaction records and files.
-pub(crate) fn text(v: f64) -> String {
-    let r = (v * 1e12).round() / 1e12;
-    if r == r.trunc() && r.abs() < 1e15 {
-        format!("{}", r as i64)
-    } else {
-        format!("{r}")
-    }
-}
+pub(crate) use trading_model::tx_record::text;
 
 /// ISO-8601 UTC text of a millisecond time (ccxt's `datetime`).
 pub(crate) fn iso(ms_time: u64) -> String {
@@ -103,12 +95,5 @@ mod tests {
         assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso(1_592_207_324_028), "2020-06-15T07:48:44.028Z");
         assert_eq!(iso(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-
-    #[test]
-    fn numbers_as_text() {
-        assert_eq!(text(2.0), "2");
-        assert_eq!(text(0.1 + 0.2), "0.3");
-        assert_eq!(text(-1.5), "-1.5");
     }
 }
