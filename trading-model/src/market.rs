@@ -31,6 +31,7 @@ use std::collections::HashMap;
 pub mod analytics;
 pub mod health;
 pub mod news;
+pub mod public;
 
 /// A simulated exchange.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -224,8 +224,8 @@ pub(super) fn record(m: &Market, a: &Article, now_s: u64, subscribed: bool) -> V
 fn news_data(m: &Market, now_s: u64, valid: &Valid, subscribed: bool) -> Result<Value, ApiError> {
     let p = typed::PublicTrendingNewsData::from_valid(valid)?;
     let date = p.date.as_str();
-    let day =
-        super::public::day_start_s(date).ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?;
+    let day = trading_model::market::public::day_start_s(date)
+        .ok_or_else(|| refused("date", "Expected YYYY-MM-DD."))?;
     if day > now_s {
         return Err(refused("date", "The date lies in the future."));
     }
@@ -419,7 +419,7 @@ mod tests {
             "11th November 2020 00:00"
         );
         assert_eq!(
-            super::super::public::day_start_s("2020-05-29"),
+            trading_model::market::public::day_start_s("2020-05-29"),
             Some(1_590_710_400)
         );
     }
