@@ -32,6 +32,7 @@ pub mod analytics;
 pub mod health;
 pub mod news;
 pub mod public;
+pub mod trending;
 
 /// A simulated exchange.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,5 +1,6 @@
-//! Pieces every market answer is built from: the page asked for, the paged record, the
-//! refusals of unknown exchanges and trading codes, symbol records and rounding.
+//! Pieces the market answers here share: the page asked for, the refusal of unknown
+//! exchanges, and (from `trading_model::market::public`) paged records, symbol records and
+//! rounding.
 
 use serde_json::json;
 use trading_model::market::Market;
@@ -7,7 +8,7 @@ use trading_model::{ApiError, Endpoint, Page, Valid};
 
 use crate::context::refused_with;
 
-pub(crate) use trading_model::market::public::{paged, r8, symbol_record, unknown_code};
+pub(crate) use trading_model::market::public::{paged, r8, symbol_record};
 
 /// The page of a paged endpoint (validation filled the defaults).
 pub(crate) fn page(ep: &Endpoint, valid: &Valid) -> Page {
