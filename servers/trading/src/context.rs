@@ -110,6 +110,17 @@ pub(crate) fn id_param(valid: &Valid, name: &str) -> Result<i64, ApiError> {
         .ok_or_else(|| refused(name, NO_RECORD))
 }
 
+/// A record id given as text (a positive integer), or the "no such record" refusal
+/// naming `param`.
+pub(crate) fn record_id(param: &str, given: &str) -> Result<i64, ApiError> {
+    given
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|&i| i > 0)
+        .ok_or_else(|| refused(param, NO_RECORD))
+}
+
 /// An optional id: `Ok(None)` when absent, refused when present but not an id.
 pub(crate) fn opt_id(valid: &Valid, name: &str) -> Result<Option<i64>, ApiError> {
     if valid.get(name).is_none() {

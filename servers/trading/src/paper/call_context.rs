@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
-use crate::context::{Caller, NO_RECORD, RequestContext, refused};
+use crate::context::{Caller, RequestContext};
 use crate::store::Store;
 
 /// One call as the handlers see it.
@@ -28,14 +28,6 @@ impl Cx<'_> {
     /// The caller's plan limits (`subscriptions/details` shape).
     pub(crate) fn plan(&self) -> Value {
         trading_model::plans::plan_details(&self.caller.plan)
-    }
-    /// A record id parameter (positive integer) or the standard "no such record" refusal.
-    pub(crate) fn id(&self, param: &str) -> Result<i64, ApiError> {
-        self.valid
-            .text(param)
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|&i| i > 0)
-            .ok_or_else(|| refused(param, NO_RECORD))
     }
 }
 

@@ -10,7 +10,7 @@ use trading_model::{ApiError, order_request, typed};
 use super::balances::key_problem;
 use super::call_context::{Cx, db, iso, sql};
 use super::orders::{balances_of, cancel, place};
-use crate::context::{NO_RECORD, refused};
+use crate::context::{NO_RECORD, record_id, refused};
 use crate::store::{NewOrder, Order, Orders, PaperDb};
 
 /// Predefined `exchange-query/create-query` types.
@@ -34,8 +34,8 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
 
 fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let market = &cx.env.market;
-    let key = cx.id("apikey")?;
     let p = typed::ExchangeQueryOrderCreate::from_valid(cx.valid)?;
+    let key = record_id("apikey", &p.apikey)?;
     let o = order_request::check(&p, market, cx.now())?;
     let now = cx.now();
     let conn = cx.store().paper();
@@ -63,8 +63,9 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
     Ok(json!({"orders": out, "count": out.len()}))
 }
 
-fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>) -> Result<Order, ApiError> {
-    let id = cx.id("id")?;
+/// The caller's order named by `given` (the `id` parameter).
+fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>, given: &str) -> Result<Order, ApiError> {
+    let id = record_id("id", given)?;
     match conn.order_by_id(id).map_err(sql)? {
         Some(o) if o.user_id == cx.user() => Ok(o),
         _ => Err(refused("id", NO_RECORD)),
@@ -93,8 +94,9 @@ fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
 }
 
 fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let given = typed::ExchangeQueryOrderCheck::from_valid(cx.valid)?;
     let conn = cx.store().paper();
-    let mut o = own_order(cx, &conn)?;
+    let mut o = own_order(cx, &conn, &given.id)?;
     o.checks += 1;
     conn.log_request(
         o.user_id,
@@ -110,8 +112,9 @@ fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn order_cancel(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let given = typed::ExchangeQueryOrderCancel::from_valid(cx.valid)?;
     let conn = cx.store().paper();
-    let mut o = own_order(cx, &conn)?;
+    let mut o = own_order(cx, &conn, &given.id)?;
     if !o.is_live() {
         return Err(refused(
             "id",
@@ -196,8 +199,8 @@ fn list_requests(cx: &Cx<'_>) -> Result<Value, ApiError> {
 /// `create-query`: runs a predefined query through the key against its simulated exchange
 /// and stores the query with the answer it got.
 fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let key = cx.id("apikey")?;
     let given = typed::ExchangeQueryCreateQuery::from_valid(cx.valid)?;
+    let key = record_id("apikey", &given.apikey)?;
     let kind = given.exchange_query.trim().to_ascii_lowercase();
     let (exchange, result) = {
         let conn = cx.store().paper();
@@ -286,7 +289,7 @@ fn verdict(
 }
 
 fn test_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let id = cx.id("id")?;
+    let id = record_id("id", &typed::ExchangeApiKeysTest::from_valid(cx.valid)?.id)?;
     let store = cx.store();
     let rec = store
         .get_record("exchange_api_key", cx.user(), id)
@@ -357,7 +360,10 @@ fn test_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn delete_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let id = cx.id("id")?;
+    let id = record_id(
+        "id",
+        &typed::ExchangeApiKeysDelete::from_valid(cx.valid)?.id,
+    )?;
     let store = cx.store();
     if store
         .get_record("exchange_api_key", cx.user(), id)

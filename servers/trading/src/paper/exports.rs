@@ -10,7 +10,7 @@ use trading_model::{ApiError, typed};
 
 use super::call_context::{Cx, paged, sql};
 use super::strategies::{TxQuery, describe, transactions};
-use crate::context::{NO_RECORD, refused};
+use crate::context::{NO_RECORD, record_id, refused};
 use crate::store::{Export, PaperDb};
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
@@ -144,7 +144,7 @@ fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let id = cx.id("id")?;
+    let id = record_id("id", &typed::ExportFetch::from_valid(cx.valid)?.id)?;
     let conn = cx.store().paper();
     let Some(e) = conn
         .exports(cx.user(), Some(id))

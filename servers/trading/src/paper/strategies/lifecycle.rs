@@ -180,7 +180,8 @@ fn start_refusal(
 }
 
 pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, p, mut row) = own_profile(cx, "id")?;
+    let given = typed::StrategyStart::from_valid(cx.valid)?;
+    let (id, p, mut row) = own_profile(cx, "id", &given.id)?;
     let plan = cx.plan();
     let conn = cx.store().paper();
     let market = &cx.env.market;
@@ -297,8 +298,9 @@ fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> Result<Value, StoreError> {
     }))
 }
 
-pub(crate) fn stop(cx: &Cx<'_>, event: Event) -> Result<Value, ApiError> {
-    let (id, _, row) = own_profile(cx, "id")?;
+/// Stops the strategy named by `given` (the `id` parameter).
+pub(crate) fn stop(cx: &Cx<'_>, given: &str, event: Event) -> Result<Value, ApiError> {
+    let (id, _, row) = own_profile(cx, "id", given)?;
     let (_, effects) = transition(row.state, event).map_err(|r| refusal("id", r))?;
     if effects.contains(&Effect::AlreadyStopped) {
         return Ok(
@@ -357,7 +359,8 @@ pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn hard_reset(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, _, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyHardReset::from_valid(cx.valid)?;
+    let (id, _, row) = own_profile(cx, "id", &given.id)?;
     let (_, effects) = transition(row.state, Event::HardReset).map_err(|r| refusal("id", r))?;
     let conn = cx.store().paper();
     let removed = apply_effects(&conn, id, cx.user(), &effects, cx.now()).map_err(sql)?;

@@ -115,8 +115,8 @@ pub(crate) fn transactions(
 }
 
 pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, _, _) = own_profile(cx, "main_id")?;
     let given = typed::StrategyListStrategyTransactions::from_valid(cx.valid)?;
+    let (id, _, _) = own_profile(cx, "main_id", &given.main_id)?;
     let page = trading_model::Page::of(cx.ep, cx.valid).unwrap_or(trading_model::Page {
         limit: 10,
         pagenumber: 1,

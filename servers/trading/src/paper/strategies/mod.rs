@@ -31,10 +31,14 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
         "strategy/delete-profile" => delete_profile(cx),
         "strategy/start" => start(cx),
         "strategy/stop" => {
-            let force = typed::StrategyStop::from_valid(cx.valid)?.force;
-            stop(cx, Event::Stop { force: force.unwrap_or(false) })
+            let p = typed::StrategyStop::from_valid(cx.valid)?;
+            let force = p.force.unwrap_or(false);
+            stop(cx, &p.id, Event::Stop { force })
         }
-        "strategy/soft-stop" => stop(cx, Event::SoftStop),
+        "strategy/soft-stop" => {
+            let p = typed::StrategySoftStop::from_valid(cx.valid)?;
+            stop(cx, &p.id, Event::SoftStop)
+        }
         "strategy/stop-all-strategies" => stop_all(cx),
         "strategy/hard-reset" => hard_reset(cx),
         "strategy/list-strategies" => list_strategies(cx, true),

@@ -60,7 +60,8 @@ fn to_json(v: &Checked) -> Value {
 }
 
 pub(crate) fn edit_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, mut p, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyEditProfile::from_valid(cx.valid)?;
+    let (id, mut p, row) = own_profile(cx, "id", &given.id)?;
     if row.state == State::Running {
         return Err(refusal("id", Refusal::Running));
     }
@@ -89,7 +90,8 @@ pub(crate) fn edit_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn delete_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, _, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyDeleteProfile::from_valid(cx.valid)?;
+    let (id, _, row) = own_profile(cx, "id", &given.id)?;
     let (_, effects) = transition(row.state, Event::DeleteProfile).map_err(|r| refusal("id", r))?;
     let removed = {
         let conn = cx.store().paper();
@@ -102,7 +104,8 @@ pub(crate) fn delete_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn duplicate(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (_, mut p, _) = own_profile(cx, "id")?;
+    let given = typed::StrategyDuplicateStrategy::from_valid(cx.valid)?;
+    let (_, mut p, _) = own_profile(cx, "id", &given.id)?;
     let max = cx.plan()["strategies"]["maximum"]["strategies"]
         .as_u64()
         .unwrap_or(10);
@@ -168,11 +171,11 @@ pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, mut p, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyEditComponent::from_valid(cx.valid)?;
+    let (id, mut p, row) = own_profile(cx, "id", &given.id)?;
     if row.state == State::Running {
         return Err(refusal("id", Refusal::Running));
     }
-    let given = typed::StrategyEditComponent::from_valid(cx.valid)?;
     let component = given.component;
     if !EXECUTABLE_ARRAYS.contains(&component.as_str())
         && !CONDITION_ARRAYS.contains(&component.as_str())
