@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, Valid, typed};
 
-use crate::context::{RequestContext, db, for_caller, id_param, opt_id, refused};
+use crate::context::{IdValue, RequestContext, db, for_caller, opt_record_id, record_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
 
@@ -127,11 +127,11 @@ fn children(
 fn algorithm(
     env: &RequestContext,
     user: i64,
-    valid: &Valid,
     param: &str,
+    given: &impl IdValue,
 ) -> Result<Record, ApiError> {
-    let id =
-        id_param(valid, param).map_err(|_| refused(param, "No such algorithm on this account."))?;
+    let id = record_id(param, given)
+        .map_err(|_| refused(param, "No such algorithm on this account."))?;
     env.store
         .get_record(ALGORITHM, user, id)
         .map_err(db)?
@@ -289,8 +289,8 @@ fn answer_for(
             algorithm_answer(env, user, &r)
         }
         "algorithm-update" => {
-            let alg = algorithm(env, user, valid, "id")?;
             let p = typed::AlgorithmCreatorAlgorithmUpdate::from_valid(valid)?;
+            let alg = algorithm(env, user, "id", &p.id)?;
             let f = text_fields(&[
                 ("name", Some(&p.name)),
                 ("group_name", Some(&p.group_name)),
@@ -317,7 +317,12 @@ fn answer_for(
             algorithm_answer(env, user, &r)
         }
         "algorithm-remove" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             let mut removed = [0usize; 2];
             for (n, kind) in removed.iter_mut().zip([CONDITION, EXECUTION]) {
                 for c in children(env, user, kind, alg.id)? {
@@ -342,7 +347,12 @@ fn answer_for(
             Ok(Value::Array(out))
         }
         "algorithm-statistics" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             let conditions = children(env, user, CONDITION, alg.id)?;
             let executions = children(env, user, EXECUTION, alg.id)?;
             let mut codes: Vec<String> = conditions
@@ -385,7 +395,12 @@ fn answer_for(
             }))
         }
         "condition-add" | "execution-add" => {
-            let alg = algorithm(env, user, valid, "algorithm_id")?;
+            let algorithm_id = if name == "condition-add" {
+                typed::AlgorithmCreatorConditionAdd::from_valid(valid)?.algorithm_id
+            } else {
+                typed::AlgorithmCreatorExecutionAdd::from_valid(valid)?.algorithm_id
+            };
+            let alg = algorithm(env, user, "algorithm_id", &algorithm_id)?;
             let (kind, mut f) = if name == "condition-add" {
                 let p = typed::AlgorithmCreatorConditionAdd::from_valid(valid)?;
                 check_operator(&p.operator)?;
@@ -415,7 +430,7 @@ fn answer_for(
             Ok(answer(&r))
         }
         "condition-update" | "execution-update" => {
-            let (kind, mut f) = if name == "condition-update" {
+            let (kind, mut f, id) = if name == "condition-update" {
                 let p = typed::AlgorithmCreatorConditionUpdate::from_valid(valid)?;
                 if let Some(op) = &p.operator {
                     check_operator(op)?;
@@ -425,7 +440,7 @@ fn answer_for(
                     ("operator", p.operator.as_ref()),
                     ("value", p.value.as_ref()),
                 ]);
-                (CONDITION, f)
+                (CONDITION, f, p.id)
             } else {
                 let p = typed::AlgorithmCreatorExecutionUpdate::from_valid(valid)?;
                 if let Some(t) = &p.order_type {
@@ -438,9 +453,9 @@ fn answer_for(
                     ("code", p.code.as_ref()),
                     ("price", p.price.as_ref()),
                 ]);
-                (EXECUTION, f)
+                (EXECUTION, f, p.id)
             };
-            let id = id_param(valid, "id")?;
+            let id = record_id("id", &id)?;
             if let Some(Value::String(c)) = f.get_mut("code") {
                 *c = c.to_ascii_lowercase();
             }
@@ -456,7 +471,8 @@ fn answer_for(
             } else {
                 EXECUTION
             };
-            let id = id_param(valid, "id")?;
+            let given = typed::AlgorithmCreatorConditionRemove::from_valid(valid)?;
+            let id = record_id("id", &given.id)?;
             if !store.delete_record(kind, user, id).map_err(db)? {
                 return Err(refused("id", "No such record on this account."));
             }
@@ -468,9 +484,10 @@ fn answer_for(
             } else {
                 EXECUTION
             };
-            let rows = match opt_id(valid, "algorithm_id")? {
-                Some(_) => {
-                    let alg = algorithm(env, user, valid, "algorithm_id")?;
+            let given = typed::AlgorithmCreatorListConditions::from_valid(valid)?;
+            let rows = match opt_record_id("algorithm_id", given.algorithm_id.as_ref())? {
+                Some(algorithm_id) => {
+                    let alg = algorithm(env, user, "algorithm_id", &algorithm_id)?;
                     children(env, user, kind, alg.id)?
                 }
                 None => {
@@ -495,12 +512,22 @@ fn answer_for(
                 .collect(),
         )),
         "validate-algorithm" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             let found = problems(env, user, &alg)?;
             Ok(json!({"id": alg.id, "valid": found.is_empty(), "problems": found}))
         }
         "publish-algorithm" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             if published(&alg) {
                 return Err(refused("id", "The algorithm is already published."));
             }
@@ -522,7 +549,12 @@ fn answer_for(
             algorithm_answer(env, user, &r)
         }
         "unpublish-algorithm" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             if !published(&alg) {
                 return Err(refused("id", "The algorithm is not published."));
             }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trading_model::market::Market;
-use trading_model::{ApiError, Catalogue, ErrorCode, Valid, ValidationFailure};
+use trading_model::{ApiError, Catalogue, ErrorCode, ValidationFailure};
 
 use crate::store::{Store, StoreError};
 
@@ -101,32 +101,44 @@ pub(crate) fn refused_with(
     })
 }
 
-/// A record id parameter (a positive integer), or the "no such record" refusal.
-pub(crate) fn id_param(valid: &Valid, name: &str) -> Result<i64, ApiError> {
-    valid
-        .integer(name)
-        .or_else(|| valid.text(name).and_then(|s| s.trim().parse().ok()))
-        .filter(|&i| i > 0)
-        .ok_or_else(|| refused(name, NO_RECORD))
+/// A parameter that names a record: an `integer` one, or text holding a whole number.
+pub(crate) trait IdValue {
+    fn as_id(&self) -> Option<i64>;
 }
 
-/// A record id given as text (a positive integer), or the "no such record" refusal
+impl IdValue for i64 {
+    fn as_id(&self) -> Option<i64> {
+        Some(*self)
+    }
+}
+
+impl IdValue for str {
+    fn as_id(&self) -> Option<i64> {
+        self.trim().parse().ok()
+    }
+}
+
+impl IdValue for String {
+    fn as_id(&self) -> Option<i64> {
+        self.as_str().as_id()
+    }
+}
+
+/// A record id parameter's value (a positive integer), or the "no such record" refusal
 /// naming `param`.
-pub(crate) fn record_id(param: &str, given: &str) -> Result<i64, ApiError> {
+pub(crate) fn record_id(param: &str, given: &(impl IdValue + ?Sized)) -> Result<i64, ApiError> {
     given
-        .trim()
-        .parse::<i64>()
-        .ok()
+        .as_id()
         .filter(|&i| i > 0)
         .ok_or_else(|| refused(param, NO_RECORD))
 }
 
-/// An optional id: `Ok(None)` when absent, refused when present but not an id.
-pub(crate) fn opt_id(valid: &Valid, name: &str) -> Result<Option<i64>, ApiError> {
-    if valid.get(name).is_none() {
-        return Ok(None);
-    }
-    id_param(valid, name).map(Some)
+/// [`record_id`] of an optional parameter: `Ok(None)` when absent.
+pub(crate) fn opt_record_id(
+    param: &str,
+    given: Option<&impl IdValue>,
+) -> Result<Option<i64>, ApiError> {
+    given.map(|g| record_id(param, g)).transpose()
 }
 
 /// Rounds for answers: prices and percentages are floats, but 1e-12 noise helps nobody.

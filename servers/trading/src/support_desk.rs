@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 use trading_model::{ApiError, Endpoint, Valid, typed};
 
-use crate::context::{RequestContext, db, for_caller, id_param, refused, round};
+use crate::context::{RequestContext, db, for_caller, record_id, refused, round};
 use crate::resources::answer;
 
 /// Endpoints answered here.
@@ -77,12 +77,12 @@ fn answer_for(
             Ok(answer(&r))
         }
         "support/update-ticket" => {
-            let id = id_param(valid, "id")?;
+            let p = typed::SupportUpdateTicket::from_valid(valid)?;
+            let id = record_id("id", &p.id)?;
             let t = store
                 .get_record(TICKET, user, id)
                 .map_err(db)?
                 .ok_or_else(|| refused("id", "No such ticket on this account."))?;
-            let p = typed::SupportUpdateTicket::from_valid(valid)?;
             let message = p.message.as_deref().map(str::trim);
             let status = p.status.as_deref();
             if message.is_none() && status.is_none() {

@@ -22,7 +22,7 @@ use trading_model::plans::{PACKAGES, package_json};
 use trading_model::wallets::{confirmations, fmt_units, min_deposit};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid, typed};
 
-use crate::context::{Caller, RequestContext, db, for_caller, id_param};
+use crate::context::{Caller, RequestContext, db, for_caller, record_id};
 use crate::resources::answer;
 use answers::{WHOLE, list, no_record, paging};
 use servers::{add_drivetime, disable_server, enable_server, server_types, speed_test};
@@ -107,8 +107,8 @@ fn answer_for(
             Ok(out)
         }
         "subaccounts/broadcast-edit" => {
-            let id = id_param(valid, "id")?;
             let p = typed::SubaccountsBroadcastEdit::from_valid(valid)?;
+            let id = record_id("id", &p.id)?;
             let mut changes = Map::new();
             changes.insert("title".into(), json!(p.title));
             changes.insert("body".into(), json!(p.body));

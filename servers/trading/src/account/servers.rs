@@ -7,7 +7,7 @@ use trading_model::{ApiError, Valid, typed};
 
 use super::answers::{no_record, text};
 use super::subscriptions::{fmt_cents, invoice};
-use crate::context::{Caller, RequestContext, db, id_param, refused};
+use crate::context::{Caller, RequestContext, db, record_id, refused};
 use crate::resources::answer;
 use crate::store::Store;
 
@@ -134,7 +134,11 @@ pub(crate) fn disable_server(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let id = id_param(valid, "id")?;
+    // The private and shared endpoints take the same parameters.
+    let id = record_id(
+        "id",
+        &typed::SubscriptionsDisablePrivateServer::from_valid(valid)?.id,
+    )?;
     let kind = format!("server_{kind}");
     let r = store
         .get_record(&kind, user, id)
@@ -244,7 +248,8 @@ pub(crate) fn speed_test(
     valid: &Valid,
 ) -> Result<Value, ApiError> {
     let store = &*env.store;
-    let id = id_param(valid, "server_id")?;
+    let wanted = typed::TestsServerLocationSpeedToExchange::from_valid(valid)?;
+    let id = record_id("server_id", &wanted.server_id)?;
     let server = match store.get_record("server_private", user, id).map_err(db)? {
         Some(r) => r,
         None => store
@@ -257,7 +262,6 @@ pub(crate) fn speed_test(
     }
     let region = text(&server, "region");
     let mut results = Vec::new();
-    let wanted = typed::TestsServerLocationSpeedToExchange::from_valid(valid)?;
     for (p, code) in [
         ("exchange1", &wanted.exchange1),
         ("exchange2", &wanted.exchange2),

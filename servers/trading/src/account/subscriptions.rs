@@ -9,7 +9,7 @@ use trading_model::wallets::parse_units;
 use trading_model::{ApiError, Valid, typed};
 
 use super::answers::{no_record, text};
-use crate::context::{Caller, db, id_param, refused};
+use crate::context::{Caller, db, record_id, refused};
 use crate::resources::answer;
 use crate::store::{Record, Store};
 
@@ -162,7 +162,10 @@ pub(crate) fn setting_confirm(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let id = id_param(valid, "id")?;
+    let id = record_id(
+        "id",
+        &typed::SubscriptionsChangeSettingConfirm::from_valid(valid)?.id,
+    )?;
     let r = store
         .get_record("price_adjustment", c.user_id, id)
         .map_err(db)?

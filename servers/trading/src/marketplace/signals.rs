@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use trading_model::signal_payload::CUSTOM_FIELDS;
 use trading_model::{ApiError, Endpoint, Page, Valid, typed};
 
-use crate::context::{RequestContext, db, id_param, opt_id, refused, round};
+use crate::context::{IdValue, RequestContext, db, opt_record_id, record_id, refused, round};
 use crate::store::{Iteration, Signal};
 
 /// How long after it happens an iteration opening or closing becomes visible to other
@@ -112,9 +112,13 @@ fn not_yours() -> ApiError {
     refused("id", "No such signal on this account.")
 }
 
-/// A signal of the caller (owner-only endpoints).
-fn own_signal(env: &RequestContext, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
-    let id = id_param(valid, "id").map_err(|_| not_yours())?;
+/// A signal of the caller (owner-only endpoints), named by `given` (the `id` parameter).
+fn own_signal(
+    env: &RequestContext,
+    user: i64,
+    given: &(impl IdValue + ?Sized),
+) -> Result<Signal, ApiError> {
+    let id = record_id("id", given).map_err(|_| not_yours())?;
     env.store
         .signal(id)
         .map_err(db)?
@@ -158,8 +162,8 @@ pub(super) fn call(
             Ok(signal_answer(&s, &[]))
         }
         "marketplace/signals-edit" => {
-            let mut s = own_signal(env, user, valid)?;
             let p = typed::MarketplaceSignalsEdit::from_valid(valid)?;
+            let mut s = own_signal(env, user, &p.id)?;
             if let Some(name) = p.name.as_deref().map(str::trim) {
                 if name.chars().count() < 3 || name.chars().count() > 64 {
                     return Err(refused("name", "name needs 3 to 64 characters."));
@@ -183,7 +187,8 @@ pub(super) fn call(
         }
         "marketplace/signals-trigger" => trigger(env, user, valid),
         "marketplace/signals-position" => {
-            let only = opt_id(valid, "id").map_err(|_| not_yours())?;
+            let p = typed::MarketplaceSignalsPosition::from_valid(valid)?;
+            let only = opt_record_id("id", p.id.as_ref()).map_err(|_| not_yours())?;
             let mine = env.store.signals(Some(user)).map_err(db)?;
             if only.is_some_and(|id| !mine.iter().any(|s| s.id == id)) {
                 return Err(not_yours());
@@ -211,7 +216,9 @@ pub(super) fn call(
             Ok(Value::Array(out))
         }
         "marketplace/signal-developer" => {
-            let dev = id_param(valid, "id").map_err(|_| refused("id", "No such developer."))?;
+            let given = typed::MarketplaceSignalDeveloper::from_valid(valid)?;
+            let dev =
+                record_id("id", &given.id).map_err(|_| refused("id", "No such developer."))?;
             let account = env
                 .store
                 .user(dev)
@@ -234,21 +241,23 @@ pub(super) fn call(
             }))
         }
         "marketplace/signal-reset" => {
-            let s = own_signal(env, user, valid)?;
+            let given = typed::MarketplaceSignalReset::from_valid(valid)?;
+            let s = own_signal(env, user, &given.id)?;
             let n = env.store.delete_iterations(s.id).map_err(db)?;
             Ok(json!({"id": s.id, "reset": true, "iterations_deleted": n}))
         }
         "marketplace/signal-delete" => {
-            let s = own_signal(env, user, valid)?;
+            let given = typed::MarketplaceSignalDelete::from_valid(valid)?;
+            let s = own_signal(env, user, &given.id)?;
             env.store.delete_signal(s.id).map_err(db)?;
             Ok(json!({"id": s.id, "deleted": true}))
         }
         "marketplace/signals-feed" => feed(ep, env, valid),
         "marketplace/signals-iteration-price-movement" => movement(env, user, valid),
         "marketplace/subscription-manage" => {
-            let s = any_signal(env, id_param(valid, "id")?)?;
-            let subscribe =
-                typed::MarketplaceSubscriptionManage::from_valid(valid)?.action == "subscribe";
+            let p = typed::MarketplaceSubscriptionManage::from_valid(valid)?;
+            let s = any_signal(env, record_id("id", &p.id)?)?;
+            let subscribe = p.action == "subscribe";
             if subscribe && s.user_id == user {
                 return Err(refused("id", "You cannot subscribe to your own signal."));
             }
@@ -273,7 +282,8 @@ pub(super) fn call(
             }))
         }
         "marketplace/subscription-information" => {
-            let only = opt_id(valid, "id")?;
+            let p = typed::MarketplaceSubscriptionInformation::from_valid(valid)?;
+            let only = opt_record_id("id", p.id.as_ref())?;
             let mut out = Vec::new();
             for (sid, since) in subscribed(env, user, only)? {
                 let Some(s) = env.store.signal(sid).map_err(db)? else {
@@ -296,7 +306,8 @@ pub(super) fn call(
             Ok(Value::Array(out))
         }
         "marketplace/backtested-subscriptions" => {
-            let only = opt_id(valid, "id")?;
+            let p = typed::MarketplaceBacktestedSubscriptions::from_valid(valid)?;
+            let only = opt_record_id("id", p.id.as_ref())?;
             let mut out = Vec::new();
             for (sid, since) in subscribed(env, user, only)? {
                 let Some(s) = env.store.signal(sid).map_err(db)? else {
@@ -387,8 +398,8 @@ fn backtest(s: &Signal, since: u64, its: &[Iteration]) -> Value {
 
 fn trigger(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
-    let s = own_signal(env, user, valid)?;
     let p = typed::MarketplaceSignalsTrigger::from_valid(valid)?;
+    let s = own_signal(env, user, &p.id)?;
     let (side, action) = (p.signal.as_str(), p.action.as_str());
     let its = env.store.iterations(s.id).map_err(db)?;
     let open = its.iter().rev().find(|i| i.closed_ms.is_none()).cloned();
@@ -513,11 +524,12 @@ fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, Api
 
 fn movement(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
+    let p = typed::MarketplaceSignalsIterationPriceMovement::from_valid(valid)?;
     let s = any_signal(
         env,
-        id_param(valid, "id").map_err(|_| refused("id", "No such signal."))?,
+        record_id("id", &p.id).map_err(|_| refused("id", "No such signal."))?,
     )?;
-    let iteration = id_param(valid, "iteration")
+    let iteration = record_id("iteration", &p.iteration)
         .map_err(|_| refused("iteration", "No such iteration of this signal."))?;
     let live = s.user_id == user;
     let it = env
