@@ -11,9 +11,9 @@
 //! [`replay`] decides which nonces a key still accepts. [`typed`] gives each endpoint's
 //! validated parameters as a struct generated from the same file. The domain logic the
 //! handlers call is here too, as pure functions: the simulated [`market`], order matching
-//! ([`orders`]) and order checks ([`order_request`]), strategies ([`strategy`],
-//! [`strategy_profile`]), transaction records ([`tx_record`]) and export files
-//! ([`export_files`]).
+//! ([`orders`]) and order checks ([`order_request`]), account statistics and finance lists
+//! ([`paper_reports`]), strategies ([`strategy`], [`strategy_profile`]), transaction
+//! records ([`tx_record`]) and export files ([`export_files`]).
 //!
 //! What it deliberately does not do: no sockets, no HTTP types, no clock reads, no storage
 //! (so no key store and no nonce memory) and no rate limiting. Time, secrets and what a key
@@ -48,6 +48,7 @@ pub mod market;
 pub mod order_request;
 pub mod orders;
 mod paging;
+pub mod paper_reports;
 mod params;
 pub mod plans;
 pub mod replay;
