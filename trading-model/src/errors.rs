@@ -205,6 +205,14 @@ impl ApiError {
         }
     }
 
+    /// A 1440 answer naming the one parameter at fault, for checks validation cannot do.
+    pub fn refused(param: &str, error: impl Into<String>) -> ApiError {
+        ApiError::validation(ValidationFailure {
+            missing_information: vec![json!({"parameter": param, "error": error.into()})],
+            ..ValidationFailure::default()
+        })
+    }
+
     /// The `data` object: `{"code": ..., "error": ...}`.
     pub fn data(&self) -> Value {
         json!({"code": self.code.code(), "error": self.message})

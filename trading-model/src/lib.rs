@@ -8,7 +8,12 @@
 //! from it, so they agree by construction. The envelope builders ([`success`],
 //! [`failure`], [`Meta`]) produce the `{data, meta}` answers with `meta.status` equal to
 //! the HTTP status. [`auth`] checks the SDKs' HS256 tokens and the strict mode;
-//! [`replay`] decides which nonces a key still accepts.
+//! [`replay`] decides which nonces a key still accepts. [`typed`] gives each endpoint's
+//! validated parameters as a struct generated from the same file. The domain logic the
+//! handlers call is here too, as pure functions: the simulated [`market`], order matching
+//! ([`orders`]) and order checks ([`order_request`]), account statistics and finance lists
+//! ([`paper_reports`]), strategies ([`strategy`], [`strategy_profile`]), transaction
+//! records ([`tx_record`]) and export files ([`export_files`]).
 //!
 //! What it deliberately does not do: no sockets, no HTTP types, no clock reads, no storage
 //! (so no key store and no nonce memory) and no rate limiting. Time, secrets and what a key
@@ -37,16 +42,21 @@ mod catalogue;
 mod describe;
 mod envelope;
 mod errors;
+pub mod export_files;
 pub mod limits;
 pub mod market;
+pub mod order_request;
 pub mod orders;
 mod paging;
+pub mod paper_reports;
 mod params;
 pub mod plans;
 pub mod replay;
 pub mod signal_payload;
 pub mod strategy;
 pub mod strategy_profile;
+pub mod tx_record;
+pub mod typed;
 mod validate;
 pub mod wallets;
 

@@ -31,6 +31,8 @@ use std::collections::HashMap;
 pub mod analytics;
 pub mod health;
 pub mod news;
+pub mod public;
+pub mod trending;
 
 /// A simulated exchange.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,9 +6,9 @@
 //! a valid algorithm. Nothing here runs an algorithm.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Endpoint, Valid};
+use trading_model::{ApiError, Endpoint, Valid, typed};
 
-use crate::context::{RequestContext, caller_of, db, id_param, opt_id, refused};
+use crate::context::{IdValue, RequestContext, db, for_caller, opt_record_id, record_id, refused};
 use crate::resources::answer;
 use crate::store::Record;
 
@@ -45,11 +45,10 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
     let name = ep.path.split_once('/').map_or("", |(_, n)| n);
-    Some(caller_of(env).and_then(|c| answer_for(name, valid, env, c.user_id)))
+    for_caller(handles(&ep.path), env, |c| {
+        answer_for(name, valid, env, c.user_id)
+    })
 }
 
 const ALGORITHM: &str = "algorithm";
@@ -97,25 +96,11 @@ pub(crate) const ORDER_TYPES: [(&str, bool, &str); 5] = [
     ),
 ];
 
-/// Parameters of `algorithm-add` / `algorithm-update` stored on the algorithm.
-const ALGORITHM_FIELDS: [&str; 11] = [
-    "name",
-    "group_name",
-    "reverse_id",
-    "maximum_transactions_successful",
-    "maximum_transactions_canceled",
-    "cpa_successful",
-    "cpa_canceled",
-    "comments",
-    "status",
-    "package_minimum",
-    "monthly_fee",
-];
-
-fn text_fields(valid: &Valid, names: &[&str]) -> Map<String, Value> {
+/// The record fields of the given parameters, trimmed; absent ones are left out.
+fn text_fields(given: &[(&str, Option<&String>)]) -> Map<String, Value> {
     let mut f = Map::new();
-    for n in names {
-        if let Some(v) = valid.text(n) {
+    for (n, v) in given {
+        if let Some(v) = v {
             f.insert((*n).to_owned(), json!(v.trim()));
         }
     }
@@ -142,11 +127,11 @@ fn children(
 fn algorithm(
     env: &RequestContext,
     user: i64,
-    valid: &Valid,
     param: &str,
+    given: &impl IdValue,
 ) -> Result<Record, ApiError> {
-    let id =
-        id_param(valid, param).map_err(|_| refused(param, "No such algorithm on this account."))?;
+    let id = record_id(param, given)
+        .map_err(|_| refused(param, "No such algorithm on this account."))?;
     env.store
         .get_record(ALGORITHM, user, id)
         .map_err(db)?
@@ -279,7 +264,24 @@ fn answer_for(
     let store = &env.store;
     match name {
         "algorithm-add" => {
-            let mut f = text_fields(valid, &ALGORITHM_FIELDS);
+            let p = typed::AlgorithmCreatorAlgorithmAdd::from_valid(valid)?;
+            let mut f = text_fields(&[
+                ("name", Some(&p.name)),
+                ("group_name", Some(&p.group_name)),
+                ("reverse_id", p.reverse_id.as_ref()),
+                (
+                    "maximum_transactions_successful",
+                    p.maximum_transactions_successful.as_ref(),
+                ),
+                (
+                    "maximum_transactions_canceled",
+                    p.maximum_transactions_canceled.as_ref(),
+                ),
+                ("comments", p.comments.as_ref()),
+                ("status", p.status.as_ref()),
+                ("package_minimum", p.package_minimum.as_ref()),
+                ("monthly_fee", p.monthly_fee.as_ref()),
+            ]);
             f.insert("published".into(), json!(false));
             let r = store
                 .insert_record(ALGORITHM, user, &f, None, now)
@@ -287,8 +289,27 @@ fn answer_for(
             algorithm_answer(env, user, &r)
         }
         "algorithm-update" => {
-            let alg = algorithm(env, user, valid, "id")?;
-            let f = text_fields(valid, &ALGORITHM_FIELDS);
+            let p = typed::AlgorithmCreatorAlgorithmUpdate::from_valid(valid)?;
+            let alg = algorithm(env, user, "id", &p.id)?;
+            let f = text_fields(&[
+                ("name", Some(&p.name)),
+                ("group_name", Some(&p.group_name)),
+                ("reverse_id", p.reverse_id.as_ref()),
+                (
+                    "maximum_transactions_successful",
+                    p.maximum_transactions_successful.as_ref(),
+                ),
+                (
+                    "maximum_transactions_canceled",
+                    p.maximum_transactions_canceled.as_ref(),
+                ),
+                ("cpa_successful", p.cpa_successful.as_ref()),
+                ("cpa_canceled", p.cpa_canceled.as_ref()),
+                ("comments", p.comments.as_ref()),
+                ("status", p.status.as_ref()),
+                ("package_minimum", p.package_minimum.as_ref()),
+                ("monthly_fee", p.monthly_fee.as_ref()),
+            ]);
             let r = store
                 .update_record(ALGORITHM, user, alg.id, &f, now)
                 .map_err(db)?
@@ -296,7 +317,12 @@ fn answer_for(
             algorithm_answer(env, user, &r)
         }
         "algorithm-remove" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             let mut removed = [0usize; 2];
             for (n, kind) in removed.iter_mut().zip([CONDITION, EXECUTION]) {
                 for c in children(env, user, kind, alg.id)? {
@@ -321,7 +347,12 @@ fn answer_for(
             Ok(Value::Array(out))
         }
         "algorithm-statistics" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             let conditions = children(env, user, CONDITION, alg.id)?;
             let executions = children(env, user, EXECUTION, alg.id)?;
             let mut codes: Vec<String> = conditions
@@ -364,18 +395,33 @@ fn answer_for(
             }))
         }
         "condition-add" | "execution-add" => {
-            let alg = algorithm(env, user, valid, "algorithm_id")?;
-            let (kind, names): (&str, &[&str]) = if name == "condition-add" {
-                check_operator(valid.text("operator").unwrap_or(""))?;
-                (CONDITION, &["code", "operator", "value"])
+            let algorithm_id = if name == "condition-add" {
+                typed::AlgorithmCreatorConditionAdd::from_valid(valid)?.algorithm_id
             } else {
-                check_order_type(valid.text("order_type").unwrap_or(""))?;
-                (
-                    EXECUTION,
-                    &["order_type", "side", "quantity", "code", "price"],
-                )
+                typed::AlgorithmCreatorExecutionAdd::from_valid(valid)?.algorithm_id
             };
-            let mut f = text_fields(valid, names);
+            let alg = algorithm(env, user, "algorithm_id", &algorithm_id)?;
+            let (kind, mut f) = if name == "condition-add" {
+                let p = typed::AlgorithmCreatorConditionAdd::from_valid(valid)?;
+                check_operator(&p.operator)?;
+                let f = text_fields(&[
+                    ("code", Some(&p.code)),
+                    ("operator", Some(&p.operator)),
+                    ("value", Some(&p.value)),
+                ]);
+                (CONDITION, f)
+            } else {
+                let p = typed::AlgorithmCreatorExecutionAdd::from_valid(valid)?;
+                check_order_type(&p.order_type)?;
+                let f = text_fields(&[
+                    ("order_type", Some(&p.order_type)),
+                    ("side", Some(&p.side)),
+                    ("quantity", Some(&p.quantity)),
+                    ("code", Some(&p.code)),
+                    ("price", p.price.as_ref()),
+                ]);
+                (EXECUTION, f)
+            };
             f.insert("algorithm_id".into(), json!(alg.id));
             if let Some(Value::String(c)) = f.get_mut("code") {
                 *c = c.to_ascii_lowercase();
@@ -384,22 +430,32 @@ fn answer_for(
             Ok(answer(&r))
         }
         "condition-update" | "execution-update" => {
-            let (kind, names): (&str, &[&str]) = if name == "condition-update" {
-                if let Some(op) = valid.text("operator") {
+            let (kind, mut f, id) = if name == "condition-update" {
+                let p = typed::AlgorithmCreatorConditionUpdate::from_valid(valid)?;
+                if let Some(op) = &p.operator {
                     check_operator(op)?;
                 }
-                (CONDITION, &["code", "operator", "value"])
+                let f = text_fields(&[
+                    ("code", p.code.as_ref()),
+                    ("operator", p.operator.as_ref()),
+                    ("value", p.value.as_ref()),
+                ]);
+                (CONDITION, f, p.id)
             } else {
-                if let Some(t) = valid.text("order_type") {
+                let p = typed::AlgorithmCreatorExecutionUpdate::from_valid(valid)?;
+                if let Some(t) = &p.order_type {
                     check_order_type(t)?;
                 }
-                (
-                    EXECUTION,
-                    &["order_type", "side", "quantity", "code", "price"],
-                )
+                let f = text_fields(&[
+                    ("order_type", p.order_type.as_ref()),
+                    ("side", p.side.as_ref()),
+                    ("quantity", p.quantity.as_ref()),
+                    ("code", p.code.as_ref()),
+                    ("price", p.price.as_ref()),
+                ]);
+                (EXECUTION, f, p.id)
             };
-            let id = id_param(valid, "id")?;
-            let mut f = text_fields(valid, names);
+            let id = record_id("id", &id)?;
             if let Some(Value::String(c)) = f.get_mut("code") {
                 *c = c.to_ascii_lowercase();
             }
@@ -415,7 +471,8 @@ fn answer_for(
             } else {
                 EXECUTION
             };
-            let id = id_param(valid, "id")?;
+            let given = typed::AlgorithmCreatorConditionRemove::from_valid(valid)?;
+            let id = record_id("id", &given.id)?;
             if !store.delete_record(kind, user, id).map_err(db)? {
                 return Err(refused("id", "No such record on this account."));
             }
@@ -427,9 +484,10 @@ fn answer_for(
             } else {
                 EXECUTION
             };
-            let rows = match opt_id(valid, "algorithm_id")? {
-                Some(_) => {
-                    let alg = algorithm(env, user, valid, "algorithm_id")?;
+            let given = typed::AlgorithmCreatorListConditions::from_valid(valid)?;
+            let rows = match opt_record_id("algorithm_id", given.algorithm_id.as_ref())? {
+                Some(algorithm_id) => {
+                    let alg = algorithm(env, user, "algorithm_id", &algorithm_id)?;
                     children(env, user, kind, alg.id)?
                 }
                 None => {
@@ -454,12 +512,22 @@ fn answer_for(
                 .collect(),
         )),
         "validate-algorithm" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             let found = problems(env, user, &alg)?;
             Ok(json!({"id": alg.id, "valid": found.is_empty(), "problems": found}))
         }
         "publish-algorithm" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             if published(&alg) {
                 return Err(refused("id", "The algorithm is already published."));
             }
@@ -481,7 +549,12 @@ fn answer_for(
             algorithm_answer(env, user, &r)
         }
         "unpublish-algorithm" => {
-            let alg = algorithm(env, user, valid, "id")?;
+            let alg = algorithm(
+                env,
+                user,
+                "id",
+                &typed::AlgorithmCreatorAlgorithmRemove::from_valid(valid)?.id,
+            )?;
             if !published(&alg) {
                 return Err(refused("id", "The algorithm is not published."));
             }

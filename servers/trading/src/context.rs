@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trading_model::market::Market;
-use trading_model::{ApiError, Catalogue, ErrorCode, Valid, ValidationFailure};
+use trading_model::{ApiError, Catalogue, ErrorCode, ValidationFailure};
 
 use crate::store::{Store, StoreError};
 
@@ -56,6 +56,16 @@ pub(crate) fn caller_of(env: &RequestContext) -> Result<&Caller, ApiError> {
         .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))
 }
 
+/// The head every signed feature module's `call` shares: `None` when the module does not
+/// answer `path`, 2001 when nobody signed the request, otherwise `answer` for the caller.
+pub(crate) fn for_caller(
+    handles: bool,
+    env: &RequestContext,
+    answer: impl FnOnce(&Caller) -> Result<Value, ApiError>,
+) -> Option<Result<Value, ApiError>> {
+    handles.then(|| caller_of(env).and_then(answer))
+}
+
 /// The answer for a store failure (5000).
 pub(crate) fn store_error(e: &StoreError) -> ApiError {
     ApiError::new(ErrorCode::Database).with_message(format!("Internal database error: {e}"))
@@ -91,21 +101,44 @@ pub(crate) fn refused_with(
     })
 }
 
-/// A record id parameter (a positive integer), or the "no such record" refusal.
-pub(crate) fn id_param(valid: &Valid, name: &str) -> Result<i64, ApiError> {
-    valid
-        .integer(name)
-        .or_else(|| valid.text(name).and_then(|s| s.trim().parse().ok()))
-        .filter(|&i| i > 0)
-        .ok_or_else(|| refused(name, NO_RECORD))
+/// A parameter that names a record: an `integer` one, or text holding a whole number.
+pub(crate) trait IdValue {
+    fn as_id(&self) -> Option<i64>;
 }
 
-/// An optional id: `Ok(None)` when absent, refused when present but not an id.
-pub(crate) fn opt_id(valid: &Valid, name: &str) -> Result<Option<i64>, ApiError> {
-    if valid.get(name).is_none() {
-        return Ok(None);
+impl IdValue for i64 {
+    fn as_id(&self) -> Option<i64> {
+        Some(*self)
     }
-    id_param(valid, name).map(Some)
+}
+
+impl IdValue for str {
+    fn as_id(&self) -> Option<i64> {
+        self.trim().parse().ok()
+    }
+}
+
+impl IdValue for String {
+    fn as_id(&self) -> Option<i64> {
+        self.as_str().as_id()
+    }
+}
+
+/// A record id parameter's value (a positive integer), or the "no such record" refusal
+/// naming `param`.
+pub(crate) fn record_id(param: &str, given: &(impl IdValue + ?Sized)) -> Result<i64, ApiError> {
+    given
+        .as_id()
+        .filter(|&i| i > 0)
+        .ok_or_else(|| refused(param, NO_RECORD))
+}
+
+/// [`record_id`] of an optional parameter: `Ok(None)` when absent.
+pub(crate) fn opt_record_id(
+    param: &str,
+    given: Option<&impl IdValue>,
+) -> Result<Option<i64>, ApiError> {
+    given.map(|g| record_id(param, g)).transpose()
 }
 
 /// Rounds for answers: prices and percentages are floats, but 1e-12 noise helps nobody.

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
-use crate::context::{RequestContext, db};
+use crate::context::{RequestContext, caller_of, db};
 use crate::{
     account, algorithm_creator, market, marketplace, paper, resources, support_desk, system,
 };
@@ -58,10 +58,7 @@ pub(crate) fn call(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result
         }
     }
     if let Some((spec, action)) = resources::find(&ep.path) {
-        let caller = env
-            .caller
-            .as_ref()
-            .ok_or_else(|| ApiError::new(ErrorCode::MissingKey))?;
+        let caller = caller_of(env)?;
         return resources::run(spec, action, ep, valid, &env.store, caller, now);
     }
     debug_assert!(!implemented(&ep.path), "{} listed but unhandled", ep.path);

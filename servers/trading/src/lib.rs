@@ -6,8 +6,9 @@
 //!
 //! * `settings` (what the server starts with, the one clock) and `store` (the data layer:
 //!   one SQLite database, a repository per feature, each registering its tables);
-//! * `context`: one request as handlers see it (caller, clock reading, store, market) and
-//!   the answers they share (refusals, record ids, store failures);
+//! * `context`: one request as handlers see it (caller, clock reading, store, market), the
+//!   head every signed feature module shares (`for_caller`) and the answers they share
+//!   (refusals, record ids, store failures);
 //! * the feature modules: `resources` (generic account records), `paper` (paper trading
 //!   and strategies), `market`, `account`, `marketplace`, `algorithm_creator`,
 //!   `support_desk` and `system`;
@@ -18,7 +19,9 @@
 //!   authentication, limits, validation, handler); every answer is the `{data, meta}`
 //!   envelope with `meta.status` equal to the HTTP status.
 //!
-//! Every catalogue endpoint answers GET and POST, as the original SDKs send them.
+//! Every catalogue endpoint answers GET and POST, as the original SDKs send them. Handlers
+//! read their parameters through `trading_model::typed`, the struct generated for their
+//! endpoint, and leave checks and shaping that need no I/O to the model.
 //!
 //! What it deliberately does not do: talk to real exchanges or news sources, send e-mail,
 //! or move money; everything is simulated and deterministic for a seed and a clock.

@@ -1,9 +1,9 @@
 //! Support tickets and settings, calendar reminders and article earnings.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Endpoint, Valid};
+use trading_model::{ApiError, Endpoint, Valid, typed};
 
-use crate::context::{RequestContext, caller_of, db, id_param, refused, round};
+use crate::context::{RequestContext, db, for_caller, record_id, refused, round};
 use crate::resources::answer;
 
 /// Endpoints answered here.
@@ -26,10 +26,9 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
-    Some(caller_of(env).and_then(|c| answer_for(&ep.path, valid, env, c.user_id)))
+    for_caller(handles(&ep.path), env, |c| {
+        answer_for(&ep.path, valid, env, c.user_id)
+    })
 }
 
 const TICKET: &str = "support_ticket";
@@ -63,11 +62,12 @@ fn answer_for(
     let store = &env.store;
     match path {
         "support/add-ticket" => {
+            let p = typed::SupportAddTicket::from_valid(valid)?;
             let mut f = Map::new();
-            for n in ["subject", "message", "category"] {
-                if let Some(v) = valid.text(n) {
-                    f.insert(n.into(), json!(v.trim()));
-                }
+            f.insert("subject".into(), json!(p.subject.trim()));
+            f.insert("message".into(), json!(p.message.trim()));
+            if let Some(v) = &p.category {
+                f.insert("category".into(), json!(v.trim()));
             }
             f.insert("status".into(), json!("open"));
             f.insert("replies".into(), json!([]));
@@ -77,13 +77,14 @@ fn answer_for(
             Ok(answer(&r))
         }
         "support/update-ticket" => {
-            let id = id_param(valid, "id")?;
+            let p = typed::SupportUpdateTicket::from_valid(valid)?;
+            let id = record_id("id", &p.id)?;
             let t = store
                 .get_record(TICKET, user, id)
                 .map_err(db)?
                 .ok_or_else(|| refused("id", "No such ticket on this account."))?;
-            let message = valid.text("message").map(str::trim);
-            let status = valid.text("status");
+            let message = p.message.as_deref().map(str::trim);
+            let status = p.status.as_deref();
             if message.is_none() && status.is_none() {
                 return Err(refused("message", "Send a message, a status or both."));
             }
@@ -123,9 +124,11 @@ fn answer_for(
             let (rows, _) = store
                 .list_records(SUPPORT_SETTINGS, user, 1, 0)
                 .map_err(db)?;
+            let p = typed::SupportSettings::from_valid(valid)?;
             let mut changes = Map::new();
-            for (n, _) in SETTINGS {
-                if let Some(b) = valid.boolean(n) {
+            let given = [p.email_on_reply, p.email_on_close];
+            for ((n, _), b) in SETTINGS.into_iter().zip(given) {
+                if let Some(b) = b {
                     changes.insert(n.into(), json!(b));
                 }
             }
@@ -161,11 +164,13 @@ fn answer_for(
             Ok(Value::Object(out))
         }
         "calendar/add-reminder" => {
-            let time: u64 = valid
-                .text("time")
-                .and_then(|t| t.trim().parse().ok())
-                .ok_or_else(|| refused("time", "time is milliseconds since the epoch."))?;
-            let repeat = valid.text("repeat").unwrap_or("none");
+            let p = typed::CalendarAddReminder::from_valid(valid)?;
+            let time: u64 = p
+                .time
+                .trim()
+                .parse()
+                .map_err(|_| refused("time", "time is milliseconds since the epoch."))?;
+            let repeat = p.repeat.as_str();
             if time < now && period_ms(repeat).is_none() {
                 return Err(refused(
                     "time",
@@ -174,10 +179,7 @@ fn answer_for(
             }
             let mut f = Map::new();
             f.insert("time_ms".into(), json!(time));
-            f.insert(
-                "text".into(),
-                json!(valid.text("text").unwrap_or("").trim()),
-            );
+            f.insert("text".into(), json!(p.text.trim()));
             f.insert("repeat".into(), json!(repeat));
             let r = store
                 .insert_record(REMINDER, user, &f, None, now)

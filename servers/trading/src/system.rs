@@ -41,7 +41,7 @@ fn answer_for(ep: &Endpoint, valid: &Valid, env: &RequestContext) -> Result<Valu
         "system/timestamp" => json!({"seconds": now / 1000, "milliseconds": now}),
         "system/endpoints" | "system/ep" => endpoint_records(env.cat),
         "system/ping" => {
-            let yours = valid.integer("milliseconds").unwrap_or(0);
+            let yours = trading_model::typed::SystemPing::from_valid(valid)?.milliseconds;
             let ours = i64::try_from(now).unwrap_or(i64::MAX);
             json!({
                 "our_server_ms": ours,

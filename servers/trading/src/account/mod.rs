@@ -20,9 +20,9 @@ pub(crate) use admission::admit;
 use serde_json::{Map, Value, json};
 use trading_model::plans::{PACKAGES, package_json};
 use trading_model::wallets::{confirmations, fmt_units, min_deposit};
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
+use trading_model::{ApiError, Endpoint, ErrorCode, Valid, typed};
 
-use crate::context::{Caller, RequestContext, db, id_param};
+use crate::context::{Caller, RequestContext, db, for_caller, record_id};
 use crate::resources::answer;
 use answers::{WHOLE, list, no_record, paging};
 use servers::{add_drivetime, disable_server, enable_server, server_types, speed_test};
@@ -76,13 +76,7 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
-    let Some(caller) = env.caller.as_ref() else {
-        return Some(Err(ApiError::new(ErrorCode::MissingKey)));
-    };
-    Some(answer_for(ep, valid, env, caller))
+    for_caller(handles(&ep.path), env, |c| answer_for(ep, valid, env, c))
 }
 
 fn answer_for(
@@ -97,23 +91,27 @@ fn answer_for(
         "user/security-settings" => security(store, c),
         "user/account-balance" => account_balance(env, user),
         "user/list-referrals" => referrals(store, user, &paging(ep, valid)),
-        "user/active-sessions" => sessions(store, c, valid.text("request").unwrap_or(""), now),
+        "user/active-sessions" => {
+            let p = typed::UserActiveSessions::from_valid(valid)?;
+            sessions(store, c, &p.request, now)
+        }
         "subaccounts/subaccount-access-history" => list(store, "subaccount_access", user, &WHOLE),
         "subaccounts/subaccount-delete" => {
             let (spec, action) = crate::resources::find(&ep.path)
                 .ok_or_else(|| ApiError::new(ErrorCode::EmptyData))?;
             let out = crate::resources::run(spec, action, ep, valid, store, c, now)?;
             // Deleting a sub-account ends its sessions: its keys stop authenticating.
-            let id = valid.text("id").and_then(|s| s.trim().parse::<i64>().ok());
+            let p = typed::SubaccountsSubaccountDelete::from_valid(valid)?;
+            let id = p.id.trim().parse::<i64>().ok();
             store.revoke_subaccount_keys(user, id, now).map_err(db)?;
             Ok(out)
         }
         "subaccounts/broadcast-edit" => {
-            let id = id_param(valid, "id")?;
+            let p = typed::SubaccountsBroadcastEdit::from_valid(valid)?;
+            let id = record_id("id", &p.id)?;
             let mut changes = Map::new();
-            for f in ["title", "body"] {
-                changes.insert(f.into(), json!(valid.text(f).unwrap_or_default()));
-            }
+            changes.insert("title".into(), json!(p.title));
+            changes.insert("body".into(), json!(p.body));
             let r = store
                 .update_record("broadcast", user, id, &changes, now)
                 .map_err(db)?
@@ -128,15 +126,15 @@ fn answer_for(
             "packages": PACKAGES.iter().map(|(id, n)| package_json(id, n)).collect::<Vec<_>>(),
         })),
         "subscriptions/change-php-sdk" | "subscriptions/change-package" => {
-            change_package(store, c, valid.text("id").unwrap_or("").trim(), now)
+            let p = typed::SubscriptionsChangePackage::from_valid(valid)?;
+            change_package(store, c, p.id.trim(), now)
         }
         "subscriptions/php-sdk-recommendation" => recommendation(store, c),
         "subscriptions/change-setting-request" => setting_request(store, c, valid, now),
         "subscriptions/change-setting-confirm" => setting_confirm(store, c, valid, now),
         "subscriptions/server-types" => {
-            let kind = valid.text("type").unwrap_or("shared").to_ascii_lowercase();
-            let duration = valid.integer("duration").unwrap_or(7200);
-            Ok(server_types(&kind, duration))
+            let p = typed::SubscriptionsServerTypes::from_valid(valid)?;
+            Ok(server_types(&p.r#type.to_ascii_lowercase(), p.duration))
         }
         "subscriptions/enable-private-server" => enable_server(store, c, "private", valid, now),
         "subscriptions/enable-shared-server" => enable_server(store, c, "shared", valid, now),
@@ -154,7 +152,8 @@ fn answer_for(
         "subscriptions/list-history" => list(store, "topup", user, &WHOLE),
         "tests/server-location-speed-to-exchange" => speed_test(env, user, valid),
         "wallets/fetch-deposit-address" => {
-            let wallet = valid.text("wallet").unwrap_or("BTC").to_ascii_uppercase();
+            let wallet = typed::WalletsFetchDepositAddress::from_valid(valid)?.wallet;
+            let wallet = wallet.to_ascii_uppercase();
             Ok(json!({
                 "wallet": wallet,
                 "address": deposit_address(user, &wallet),

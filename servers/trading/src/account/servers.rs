@@ -3,11 +3,11 @@
 
 use serde_json::{Map, Value, json};
 use trading_model::plans::{REGIONS, plan_details, tier};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Valid, typed};
 
 use super::answers::{no_record, text};
 use super::subscriptions::{fmt_cents, invoice};
-use crate::context::{Caller, RequestContext, db, id_param, refused};
+use crate::context::{Caller, RequestContext, db, record_id, refused};
 use crate::resources::answer;
 use crate::store::Store;
 
@@ -50,14 +50,21 @@ pub(crate) fn enable_server(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let region_in = valid.text("region").unwrap_or("").trim();
+    // Only private servers come in several packages; shared ones are all the standard one.
+    let (region_in, package_in) = if kind == "private" {
+        let p = typed::SubscriptionsEnablePrivateServer::from_valid(valid)?;
+        (p.region, p.server_package)
+    } else {
+        let p = typed::SubscriptionsEnableSharedServer::from_valid(valid)?;
+        (p.region, "shared-standard".to_owned())
+    };
+    let region_in = region_in.trim();
     let Some(region) = REGIONS.iter().find(|r| r.eq_ignore_ascii_case(region_in)) else {
         return Err(refused(
             "region",
             format!("Unknown region; use one of {}.", REGIONS.join(", ")),
         ));
     };
-    let package_in = valid.text("server_package").unwrap_or("shared-standard");
     let Some(package) = SERVER_PACKAGES
         .iter()
         .find(|p| p.1 == kind && p.0.eq_ignore_ascii_case(package_in.trim()))
@@ -127,7 +134,11 @@ pub(crate) fn disable_server(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let id = id_param(valid, "id")?;
+    // The private and shared endpoints take the same parameters.
+    let id = record_id(
+        "id",
+        &typed::SubscriptionsDisablePrivateServer::from_valid(valid)?.id,
+    )?;
     let kind = format!("server_{kind}");
     let r = store
         .get_record(&kind, user, id)
@@ -157,7 +168,8 @@ pub(crate) fn add_drivetime(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let hours = u64::try_from(valid.integer("hours").unwrap_or(1)).unwrap_or(1);
+    let hours = typed::SubscriptionsAddDrivetime::from_valid(valid)?.hours;
+    let hours = u64::try_from(hours).unwrap_or(1);
     let inv = invoice(
         store,
         c.user_id,
@@ -236,7 +248,8 @@ pub(crate) fn speed_test(
     valid: &Valid,
 ) -> Result<Value, ApiError> {
     let store = &*env.store;
-    let id = id_param(valid, "server_id")?;
+    let wanted = typed::TestsServerLocationSpeedToExchange::from_valid(valid)?;
+    let id = record_id("server_id", &wanted.server_id)?;
     let server = match store.get_record("server_private", user, id).map_err(db)? {
         Some(r) => r,
         None => store
@@ -249,8 +262,11 @@ pub(crate) fn speed_test(
     }
     let region = text(&server, "region");
     let mut results = Vec::new();
-    for p in ["exchange1", "exchange2"] {
-        let code = valid.text(p).unwrap_or("").trim().to_ascii_lowercase();
+    for (p, code) in [
+        ("exchange1", &wanted.exchange1),
+        ("exchange2", &wanted.exchange2),
+    ] {
+        let code = code.trim().to_ascii_lowercase();
         if !env.exchanges.contains(&code) {
             return Err(refused(p, "Unknown exchange; see system/exchanges."));
         }

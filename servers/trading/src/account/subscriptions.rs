@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use trading_model::plans::{CUSTOM, PACKAGES, package_json, plan_details, tier};
 use trading_model::wallets::parse_units;
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Valid, typed};
 
 use super::answers::{no_record, text};
-use crate::context::{Caller, db, id_param, refused};
+use crate::context::{Caller, db, record_id, refused};
 use crate::resources::answer;
 use crate::store::{Record, Store};
 
@@ -121,8 +121,8 @@ pub(crate) fn setting_request(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let setting = valid.text("setting").unwrap_or("").to_ascii_lowercase();
-    let value = valid.integer("value").unwrap_or(0);
+    let p = typed::SubscriptionsChangeSettingRequest::from_valid(valid)?;
+    let (setting, value) = (p.setting.to_ascii_lowercase(), p.value);
     let Some((name, pointer, unit)) = CUSTOM.iter().find(|(n, _, _)| *n == setting) else {
         return Err(refused("setting", "Unknown setting."));
     };
@@ -162,7 +162,10 @@ pub(crate) fn setting_confirm(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let id = id_param(valid, "id")?;
+    let id = record_id(
+        "id",
+        &typed::SubscriptionsChangeSettingConfirm::from_valid(valid)?.id,
+    )?;
     let r = store
         .get_record("price_adjustment", c.user_id, id)
         .map_err(db)?

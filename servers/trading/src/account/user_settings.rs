@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 use trading_model::plans::{plan_details, tier};
-use trading_model::{ApiError, Page, Valid};
+use trading_model::{ApiError, Page, Valid, typed};
 
 use super::answers::{forbidden, no_record, page_json};
 use crate::context::{Caller, db, refused};
@@ -20,13 +20,19 @@ pub(crate) fn settings(
 ) -> Result<Value, ApiError> {
     let mut s = settings_of(store, c.user_id)?;
     let mut changed = false;
-    for f in ["timezone", "language", "notification_email"] {
-        if let Some(v) = valid.text(f) {
+    let p = typed::UserSettings::from_valid(valid)?;
+    let texts = [
+        ("timezone", &p.timezone),
+        ("language", &p.language),
+        ("notification_email", &p.notification_email),
+    ];
+    for (f, v) in texts {
+        if let Some(v) = v {
             s.insert(f.into(), json!(v.trim()));
             changed = true;
         }
     }
-    if let Some(v) = valid.integer("ratelimit_ms") {
+    if let Some(v) = p.ratelimit_ms {
         let floor = tier(&c.plan.id).ratelimit_ms;
         if v != 0 && u64::try_from(v).unwrap_or(0) < floor {
             return Err(refused(

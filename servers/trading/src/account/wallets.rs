@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use trading_model::wallets::{WALLETS, fmt_units, parse_units, wallet};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Valid, typed};
 
 use super::answers::text;
 use super::servers::{hash_str, mix};
@@ -94,14 +94,13 @@ pub(crate) fn withdraw(
     valid: &Valid,
     now: u64,
 ) -> Result<Value, ApiError> {
-    let w = valid.text("wallet").unwrap_or("BTC").to_ascii_uppercase();
+    let p = typed::WalletsWithdraw::from_valid(valid)?;
+    let w = p.wallet.to_ascii_uppercase();
     let Some((w, _, fee, _)) = wallet(&w) else {
         return Err(refused("wallet", "Unknown wallet."));
     };
-    let address = valid.text("address").unwrap_or("").trim().to_owned();
-    let amount = valid
-        .text("amount")
-        .and_then(|a| parse_units(a, 8))
+    let address = p.address.trim().to_owned();
+    let amount = parse_units(&p.amount, 8)
         .filter(|a| *a > 0)
         .ok_or_else(|| refused("amount", "Give a positive amount with at most 8 decimals."))?;
     let balance = balances(store, user)?

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use trading_model::market::analytics::{self, OptionInputs, OptionKind};
 use trading_model::market::{Market, ORIGIN_S, Symbol};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Valid, typed};
 
 use super::answers::{r8, unknown_exchange};
 use crate::context::{RequestContext, refused, refused_with};
@@ -53,16 +53,16 @@ pub(super) fn call(path: &str, valid: &Valid, env: &RequestContext) -> Result<Va
 }
 
 /// The symbol named by `exchange` and `symbol` (BASE/QUOTE), after checking `type`.
-fn resolve<'a>(m: &'a Market, valid: &Valid) -> Result<&'a Symbol, ApiError> {
-    let ex = valid
-        .text("exchange")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+fn resolve<'a>(
+    m: &'a Market,
+    exchange: &str,
+    kind: &str,
+    symbol: &str,
+) -> Result<&'a Symbol, ApiError> {
+    let ex = exchange.trim().to_ascii_lowercase();
     if m.exchange(&ex).is_none() {
         return Err(unknown_exchange(m, "exchange"));
     }
-    let kind = valid.text("type").unwrap_or("spot");
     if !kind.eq_ignore_ascii_case("spot") {
         return Err(refused_with(
             "type",
@@ -70,11 +70,7 @@ fn resolve<'a>(m: &'a Market, valid: &Valid) -> Result<&'a Symbol, ApiError> {
             Some(("allowed", json!(["spot"]))),
         ));
     }
-    let pair = valid
-        .text("symbol")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_uppercase();
+    let pair = symbol.trim().to_ascii_uppercase();
     m.symbols()
         .iter()
         .find(|s| s.exchange == ex && s.pair() == pair)
@@ -91,9 +87,9 @@ fn resolve<'a>(m: &'a Market, valid: &Valid) -> Result<&'a Symbol, ApiError> {
 }
 
 /// `timefrom..=timeto` in seconds, inside the simulated history and not in the future.
-fn range(valid: &Valid, now_s: u64) -> Result<(u64, u64), ApiError> {
-    let get = |n: &str| u64::try_from(valid.integer(n).unwrap_or(0)).unwrap_or(0);
-    let (from, to) = (get("timefrom"), get("timeto"));
+fn range(timefrom: i64, timeto: i64, now_s: u64) -> Result<(u64, u64), ApiError> {
+    let get = |t: i64| u64::try_from(t).unwrap_or(0);
+    let (from, to) = (get(timefrom), get(timeto));
     if from < ORIGIN_S {
         return Err(refused(
             "timefrom",
@@ -113,8 +109,9 @@ fn range(valid: &Valid, now_s: u64) -> Result<(u64, u64), ApiError> {
 }
 
 fn orderbook_data(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let sym = resolve(m, valid)?;
-    let (from, to) = range(valid, now_s)?;
+    let p = typed::BacktestingOrderbookData::from_valid(valid)?;
+    let sym = resolve(m, &p.exchange, &p.r#type, &p.symbol)?;
+    let (from, to) = range(p.timefrom, p.timeto, now_s)?;
     if to - from + 1 > MAX_SNAPSHOTS {
         return Err(refused(
             "timeto",
@@ -141,9 +138,10 @@ fn orderbook_data(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiErr
 }
 
 fn indicators(m: &Market, now_s: u64, valid: &Valid) -> Result<Value, ApiError> {
-    let sym = resolve(m, valid)?;
-    let (from, to) = range(valid, now_s)?;
-    let name = valid.text("interval").unwrap_or("1m");
+    let p = typed::BacktestingTechnicalIndicators::from_valid(valid)?;
+    let sym = resolve(m, &p.exchange, &p.r#type, &p.symbol)?;
+    let (from, to) = range(p.timefrom, p.timeto, now_s)?;
+    let name = p.interval.as_str();
     let width = INTERVALS.iter().find(|i| i.0 == name).map_or(60, |i| i.1);
     let first = from - from % width;
     let count = (to - first) / width + 1;
@@ -200,8 +198,8 @@ const OPTION_DEFAULTS: [(&str, f64); 5] = [
     ("option_price", 8.0),
 ];
 
-fn decimal(valid: &Valid, name: &str) -> Result<f64, ApiError> {
-    match valid.text(name) {
+fn decimal(name: &str, given: Option<&str>) -> Result<f64, ApiError> {
+    match given {
         Some(t) => t
             .parse::<f64>()
             .map_err(|_| refused(name, "Expected a decimal number.")),
@@ -213,12 +211,13 @@ fn decimal(valid: &Valid, name: &str) -> Result<f64, ApiError> {
 }
 
 fn black_scholes(valid: &Valid) -> Result<Value, ApiError> {
-    let spot = decimal(valid, "price")?;
-    let strike = decimal(valid, "strike")?;
-    let years = decimal(valid, "time")?;
-    let rate = decimal(valid, "rate")?;
-    let option_price = decimal(valid, "option_price")?;
-    let kind = match valid.text("type").unwrap_or("call") {
+    let p = typed::TestsBlackScholesImpliedVolatilityCalculator::from_valid(valid)?;
+    let spot = decimal("price", p.price.as_deref())?;
+    let strike = decimal("strike", p.strike.as_deref())?;
+    let years = decimal("time", p.time.as_deref())?;
+    let rate = decimal("rate", p.rate.as_deref())?;
+    let option_price = decimal("option_price", p.option_price.as_deref())?;
+    let kind = match p.r#type.as_str() {
         "put" => OptionKind::Put,
         _ => OptionKind::Call,
     };

@@ -18,7 +18,7 @@ mod public;
 
 use serde_json::{Value, json};
 use trading_model::market::Market;
-use trading_model::{ApiError, Endpoint, Page, Valid};
+use trading_model::{ApiError, Endpoint, Page, Valid, typed};
 
 use crate::context::RequestContext;
 use crate::market::answers::{page, paged, r8, symbol_record, unknown_exchange};
@@ -85,7 +85,8 @@ pub(crate) fn call(
                 "symbols": m.symbols().iter().map(|s| s.code.as_str()).collect::<Vec<_>>(),
             },
         })),
-        "system/symbols" => system_symbols(m, valid.text("exchange")),
+        "system/symbols" => typed::SystemSymbols::from_valid(valid)
+            .and_then(|p| system_symbols(m, p.exchange.as_deref())),
         "system/status" => Ok(status(m, now)),
         "system/list-announcements" => Ok(list_announcements(m, now, page(ep, valid))),
         "system/exchanges" => Ok(Value::Array(
@@ -176,11 +177,8 @@ fn unique_symbols(m: &Market) -> Value {
 }
 
 fn index_symbols(m: &Market, now: u64, valid: &Valid, page: Page) -> Result<Value, ApiError> {
-    let code = valid
-        .text("exchange")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let p = typed::ExchangeindexSymbols::from_valid(valid)?;
+    let code = p.exchange.trim().to_ascii_lowercase();
     if m.exchange(&code).is_none() {
         return Err(unknown_exchange(m, "exchange"));
     }

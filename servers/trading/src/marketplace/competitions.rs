@@ -2,9 +2,9 @@
 //! summed results of their signals' iterations closed during the week.
 
 use serde_json::{Map, Value, json};
-use trading_model::{ApiError, Valid};
+use trading_model::{ApiError, Valid, typed};
 
-use crate::context::{RequestContext, db, id_param, refused, round};
+use crate::context::{RequestContext, db, record_id, refused, round};
 
 /// Answers `competitions/*`.
 pub(super) fn call(
@@ -99,7 +99,8 @@ fn competitions(env: &RequestContext, user: i64) -> Result<Value, ApiError> {
 }
 
 fn enrol(env: &RequestContext, user: i64, valid: &Valid, path: &str) -> Result<Value, ApiError> {
-    let id = id_param(valid, "id")?;
+    // `join` and `leave` take the same parameters.
+    let id = record_id("id", &typed::CompetitionsJoin::from_valid(valid)?.id)?;
     let current = competition_at(env.now_ms);
     if id > current + 2 {
         return Err(refused(

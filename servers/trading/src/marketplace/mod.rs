@@ -11,7 +11,7 @@ mod signals;
 use serde_json::Value;
 use trading_model::{ApiError, Endpoint, Valid};
 
-use crate::context::{RequestContext, caller_of};
+use crate::context::{RequestContext, for_caller};
 
 /// Endpoints answered here.
 const PATHS: [&str; 16] = [
@@ -44,14 +44,11 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
-    Some(caller_of(env).and_then(|c| {
+    for_caller(handles(&ep.path), env, |c| {
         if ep.path.starts_with("competitions/") {
             competitions::call(&ep.path, valid, env, c.user_id)
         } else {
             signals::call(&ep.path, ep, valid, env, c.user_id)
         }
-    }))
+    })
 }

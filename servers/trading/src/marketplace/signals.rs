@@ -9,9 +9,9 @@
 
 use serde_json::{Map, Value, json};
 use trading_model::signal_payload::CUSTOM_FIELDS;
-use trading_model::{ApiError, Endpoint, Page, Valid};
+use trading_model::{ApiError, Endpoint, Page, Valid, typed};
 
-use crate::context::{RequestContext, db, id_param, opt_id, refused, round};
+use crate::context::{IdValue, RequestContext, db, opt_record_id, record_id, refused, round};
 use crate::store::{Iteration, Signal};
 
 /// How long after it happens an iteration opening or closing becomes visible to other
@@ -112,9 +112,13 @@ fn not_yours() -> ApiError {
     refused("id", "No such signal on this account.")
 }
 
-/// A signal of the caller (owner-only endpoints).
-fn own_signal(env: &RequestContext, user: i64, valid: &Valid) -> Result<Signal, ApiError> {
-    let id = id_param(valid, "id").map_err(|_| not_yours())?;
+/// A signal of the caller (owner-only endpoints), named by `given` (the `id` parameter).
+fn own_signal(
+    env: &RequestContext,
+    user: i64,
+    given: &(impl IdValue + ?Sized),
+) -> Result<Signal, ApiError> {
+    let id = record_id("id", given).map_err(|_| not_yours())?;
     env.store
         .signal(id)
         .map_err(db)?
@@ -140,10 +144,10 @@ pub(super) fn call(
     let now = env.now_ms;
     match path {
         "marketplace/signals-add" => {
-            let key = valid.text("key").unwrap_or("").trim();
-            let payload = valid.text("payload").unwrap_or("");
-            let p =
-                trading_model::signal_payload::parse(payload).map_err(|e| refused("payload", e))?;
+            let given = typed::MarketplaceSignalsAdd::from_valid(valid)?;
+            let key = given.key.trim();
+            let p = trading_model::signal_payload::parse(&given.payload)
+                .map_err(|e| refused("payload", e))?;
             if env.market.symbol(&p.code).is_none() {
                 return Err(refused(
                     "payload",
@@ -158,16 +162,18 @@ pub(super) fn call(
             Ok(signal_answer(&s, &[]))
         }
         "marketplace/signals-edit" => {
-            let mut s = own_signal(env, user, valid)?;
-            if let Some(name) = valid.text("name").map(str::trim) {
+            let p = typed::MarketplaceSignalsEdit::from_valid(valid)?;
+            let mut s = own_signal(env, user, &p.id)?;
+            if let Some(name) = p.name.as_deref().map(str::trim) {
                 if name.chars().count() < 3 || name.chars().count() > 64 {
                     return Err(refused("name", "name needs 3 to 64 characters."));
                 }
                 s.name = name.to_owned();
             }
             s.custom.resize(CUSTOM_FIELDS.len(), String::new());
-            for (i, field) in CUSTOM_FIELDS.iter().enumerate() {
-                if let Some(v) = valid.text(field) {
+            let custom = [&p.custom_1, &p.custom_2, &p.custom_3, &p.custom_4];
+            for (i, (field, v)) in CUSTOM_FIELDS.iter().zip(custom).enumerate() {
+                if let Some(v) = v {
                     if v.chars().count() > 256 {
                         return Err(refused(field, "at most 256 characters."));
                     }
@@ -181,7 +187,8 @@ pub(super) fn call(
         }
         "marketplace/signals-trigger" => trigger(env, user, valid),
         "marketplace/signals-position" => {
-            let only = opt_id(valid, "id").map_err(|_| not_yours())?;
+            let p = typed::MarketplaceSignalsPosition::from_valid(valid)?;
+            let only = opt_record_id("id", p.id.as_ref()).map_err(|_| not_yours())?;
             let mine = env.store.signals(Some(user)).map_err(db)?;
             if only.is_some_and(|id| !mine.iter().any(|s| s.id == id)) {
                 return Err(not_yours());
@@ -209,7 +216,9 @@ pub(super) fn call(
             Ok(Value::Array(out))
         }
         "marketplace/signal-developer" => {
-            let dev = id_param(valid, "id").map_err(|_| refused("id", "No such developer."))?;
+            let given = typed::MarketplaceSignalDeveloper::from_valid(valid)?;
+            let dev =
+                record_id("id", &given.id).map_err(|_| refused("id", "No such developer."))?;
             let account = env
                 .store
                 .user(dev)
@@ -232,20 +241,23 @@ pub(super) fn call(
             }))
         }
         "marketplace/signal-reset" => {
-            let s = own_signal(env, user, valid)?;
+            let given = typed::MarketplaceSignalReset::from_valid(valid)?;
+            let s = own_signal(env, user, &given.id)?;
             let n = env.store.delete_iterations(s.id).map_err(db)?;
             Ok(json!({"id": s.id, "reset": true, "iterations_deleted": n}))
         }
         "marketplace/signal-delete" => {
-            let s = own_signal(env, user, valid)?;
+            let given = typed::MarketplaceSignalDelete::from_valid(valid)?;
+            let s = own_signal(env, user, &given.id)?;
             env.store.delete_signal(s.id).map_err(db)?;
             Ok(json!({"id": s.id, "deleted": true}))
         }
         "marketplace/signals-feed" => feed(ep, env, valid),
         "marketplace/signals-iteration-price-movement" => movement(env, user, valid),
         "marketplace/subscription-manage" => {
-            let s = any_signal(env, id_param(valid, "id")?)?;
-            let subscribe = valid.text("action") == Some("subscribe");
+            let p = typed::MarketplaceSubscriptionManage::from_valid(valid)?;
+            let s = any_signal(env, record_id("id", &p.id)?)?;
+            let subscribe = p.action == "subscribe";
             if subscribe && s.user_id == user {
                 return Err(refused("id", "You cannot subscribe to your own signal."));
             }
@@ -270,7 +282,8 @@ pub(super) fn call(
             }))
         }
         "marketplace/subscription-information" => {
-            let only = opt_id(valid, "id")?;
+            let p = typed::MarketplaceSubscriptionInformation::from_valid(valid)?;
+            let only = opt_record_id("id", p.id.as_ref())?;
             let mut out = Vec::new();
             for (sid, since) in subscribed(env, user, only)? {
                 let Some(s) = env.store.signal(sid).map_err(db)? else {
@@ -293,7 +306,8 @@ pub(super) fn call(
             Ok(Value::Array(out))
         }
         "marketplace/backtested-subscriptions" => {
-            let only = opt_id(valid, "id")?;
+            let p = typed::MarketplaceBacktestedSubscriptions::from_valid(valid)?;
+            let only = opt_record_id("id", p.id.as_ref())?;
             let mut out = Vec::new();
             for (sid, since) in subscribed(env, user, only)? {
                 let Some(s) = env.store.signal(sid).map_err(db)? else {
@@ -384,9 +398,9 @@ fn backtest(s: &Signal, since: u64, its: &[Iteration]) -> Value {
 
 fn trigger(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
-    let s = own_signal(env, user, valid)?;
-    let side = valid.text("signal").unwrap_or("buy");
-    let action = valid.text("action").unwrap_or("open");
+    let p = typed::MarketplaceSignalsTrigger::from_valid(valid)?;
+    let s = own_signal(env, user, &p.id)?;
+    let (side, action) = (p.signal.as_str(), p.action.as_str());
     let its = env.store.iterations(s.id).map_err(db)?;
     let open = its.iter().rev().find(|i| i.closed_ms.is_none()).cloned();
     let price = env
@@ -454,7 +468,8 @@ fn opposite(side: &str) -> &'static str {
 
 fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
-    let only = match valid.text("id") {
+    let p = typed::MarketplaceSignalsFeed::from_valid(valid)?;
+    let only = match p.id.as_deref() {
         Some(t) => Some(
             t.trim()
                 .parse::<i64>()
@@ -462,10 +477,10 @@ fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, Api
         ),
         None => None,
     };
-    let code = valid.text("code").map(|c| c.trim().to_ascii_lowercase());
-    let min_iterations = valid.integer("min_iterations").unwrap_or(0);
-    let from_iteration = valid.integer("from_iteration").unwrap_or(0);
-    let more = valid.boolean("more").unwrap_or(false);
+    let code = p.code.map(|c| c.trim().to_ascii_lowercase());
+    let min_iterations = p.min_iterations.unwrap_or(0);
+    let from_iteration = p.from_iteration.unwrap_or(0);
+    let more = p.more.unwrap_or(false);
     let page = Page::of(ep, valid).unwrap_or(Page {
         limit: 100,
         pagenumber: 1,
@@ -509,11 +524,12 @@ fn feed(ep: &Endpoint, env: &RequestContext, valid: &Valid) -> Result<Value, Api
 
 fn movement(env: &RequestContext, user: i64, valid: &Valid) -> Result<Value, ApiError> {
     let now = env.now_ms;
+    let p = typed::MarketplaceSignalsIterationPriceMovement::from_valid(valid)?;
     let s = any_signal(
         env,
-        id_param(valid, "id").map_err(|_| refused("id", "No such signal."))?,
+        record_id("id", &p.id).map_err(|_| refused("id", "No such signal."))?,
     )?;
-    let iteration = id_param(valid, "iteration")
+    let iteration = record_id("iteration", &p.iteration)
         .map_err(|_| refused("iteration", "No such iteration of this signal."))?;
     let live = s.user_id == user;
     let it = env

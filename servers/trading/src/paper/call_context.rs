@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
 
-use crate::context::{Caller, NO_RECORD, RequestContext, refused};
+use crate::context::{Caller, RequestContext};
 use crate::store::Store;
 
 /// One call as the handlers see it.
@@ -29,14 +29,6 @@ impl Cx<'_> {
     pub(crate) fn plan(&self) -> Value {
         trading_model::plans::plan_details(&self.caller.plan)
     }
-    /// A record id parameter (positive integer) or the standard "no such record" refusal.
-    pub(crate) fn id(&self, param: &str) -> Result<i64, ApiError> {
-        self.valid
-            .text(param)
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|&i| i > 0)
-            .ok_or_else(|| refused(param, NO_RECORD))
-    }
 }
 
 pub(crate) fn db(e: impl std::fmt::Display) -> ApiError {
@@ -53,15 +45,7 @@ pub(crate) fn num(v: f64) -> Value {
     json!(if r == 0.0 { 0.0 } else { r })
 }
 
-/// Text of a number for the string-only transaction records and files.
-pub(crate) fn text(v: f64) -> String {
-    let r = (v * 1e12).round() / 1e12;
-    if r == r.trunc() && r.abs() < 1e15 {
-        format!("{}", r as i64)
-    } else {
-        format!("{r}")
-    }
-}
+pub(crate) use trading_model::tx_record::text;
 
 /// ISO-8601 UTC text of a millisecond time (ccxt's `datetime`).
 pub(crate) fn iso(ms_time: u64) -> String {
@@ -103,12 +87,5 @@ mod tests {
         assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso(1_592_207_324_028), "2020-06-15T07:48:44.028Z");
         assert_eq!(iso(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-
-    #[test]
-    fn numbers_as_text() {
-        assert_eq!(text(2.0), "2");
-        assert_eq!(text(0.1 + 0.2), "0.3");
-        assert_eq!(text(-1.5), "-1.5");
     }
 }

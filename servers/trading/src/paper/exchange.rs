@@ -3,14 +3,14 @@
 //! the request log and predefined exchange queries.
 
 use serde_json::{Map, Value, json};
-use trading_model::ApiError;
-use trading_model::market::{Market, Side};
+use trading_model::market::Market;
 use trading_model::strategy::{Event, State, transition};
+use trading_model::{ApiError, order_request, typed};
 
 use super::balances::key_problem;
 use super::call_context::{Cx, db, iso, sql};
 use super::orders::{balances_of, cancel, place};
-use crate::context::{NO_RECORD, refused};
+use crate::context::{NO_RECORD, record_id, refused};
 use crate::store::{NewOrder, Order, Orders, PaperDb};
 
 /// Predefined `exchange-query/create-query` types.
@@ -32,92 +32,29 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     }
 }
 
-fn decimal(cx: &Cx<'_>, name: &str) -> Result<Option<f64>, ApiError> {
-    match cx.valid.text(name) {
-        None => Ok(None),
-        Some(t) => match t.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
-            _ => Err(refused(name, format!("{name} must be a positive number."))),
-        },
-    }
-}
-
 fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let market = &cx.env.market;
-    let key = cx.id("apikey")?;
-    let code = cx
-        .valid
-        .text("code")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let Some(sym) = market.symbol(&code) else {
-        return Err(refused("code", "Unknown trading code."));
-    };
-    let exchange = sym.exchange;
-    let kind = cx.valid.text("ordertype").unwrap_or("market").to_owned();
-    let side = match cx
-        .valid
-        .text("side")
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("buy") => Side::Buy,
-        Some("sell") => Side::Sell,
-        _ => return Err(refused("side", "side must be buy or sell.")),
-    };
-    let amount = sym.round_amount(decimal(cx, "quantity")?.unwrap_or(0.0));
-    if amount < sym.min || amount <= 0.0 || !amount.is_finite() {
-        return Err(refused(
-            "quantity",
-            format!("The smallest amount of {} is {}.", sym.code, sym.min),
-        ));
-    }
-    let price = decimal(cx, "price")?.map(|p| sym.round_price(p));
-    if price.is_some_and(|p| !p.is_finite() || p <= 0.0) {
-        return Err(refused("price", "price must be a positive number."));
-    }
-    if kind == "limit" && price.is_none() {
-        return Err(refused("price", "A limit order needs a price."));
-    }
-    let repeat = cx.valid.integer("repeat_times").unwrap_or(1);
-    if !(1..=10).contains(&repeat) {
-        return Err(refused("repeat_times", "repeat_times is 1 to 10."));
-    }
-    let interval = cx.valid.integer("repeat_interval").unwrap_or(10_000);
-    if interval < 1 {
-        return Err(refused(
-            "repeat_interval",
-            "repeat_interval is at least 1 ms.",
-        ));
-    }
-    let expire_after = cx.valid.integer("expire_after").unwrap_or(0);
-    if expire_after < 0 {
-        return Err(refused("expire_after", "expire_after cannot be negative."));
-    }
+    let p = typed::ExchangeQueryOrderCreate::from_valid(cx.valid)?;
+    let key = record_id("apikey", &p.apikey)?;
+    let o = order_request::check(&p, market, cx.now())?;
     let now = cx.now();
-    let first = cx
-        .valid
-        .integer("order_send_time")
-        .map_or(now, |t| u64::try_from(t).unwrap_or(0).max(now));
     let conn = cx.store().paper();
-    if let Some(problem) = key_problem(&conn, cx.user(), key, exchange).map_err(sql)? {
+    if let Some(problem) = key_problem(&conn, cx.user(), key, o.symbol.exchange).map_err(sql)? {
         return Err(refused("apikey", problem));
     }
     let mut out = Vec::new();
-    for i in 0..repeat {
+    for i in 0..o.repeat {
         let n = NewOrder {
             user: cx.user(),
             key,
-            exchange,
-            code: &sym.code,
-            kind: &kind,
-            side,
-            amount,
-            price: if kind == "limit" { price } else { None },
-            send_ms: first
-                .saturating_add(u64::try_from(i.saturating_mul(interval)).unwrap_or(u64::MAX)),
-            expire_after: u64::try_from(expire_after).unwrap_or(0),
+            exchange: o.symbol.exchange,
+            code: &o.symbol.code,
+            kind: &o.kind,
+            side: o.side,
+            amount: o.amount,
+            price: o.price,
+            send_ms: o.send_ms(i),
+            expire_after: o.expire_after,
             strategy_id: None,
             client_id: String::new(),
         };
@@ -126,8 +63,9 @@ fn order_create(cx: &Cx<'_>) -> Result<Value, ApiError> {
     Ok(json!({"orders": out, "count": out.len()}))
 }
 
-fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>) -> Result<Order, ApiError> {
-    let id = cx.id("id")?;
+/// The caller's order named by `given` (the `id` parameter).
+fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>, given: &str) -> Result<Order, ApiError> {
+    let id = record_id("id", given)?;
     match conn.order_by_id(id).map_err(sql)? {
         Some(o) if o.user_id == cx.user() => Ok(o),
         _ => Err(refused("id", NO_RECORD)),
@@ -136,11 +74,9 @@ fn own_order(cx: &Cx<'_>, conn: &PaperDb<'_>) -> Result<Order, ApiError> {
 
 fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let key = cx
-        .valid
-        .text("apikey")
-        .and_then(|s| s.trim().parse::<i64>().ok());
-    let code = cx.valid.text("code").map(|c| c.trim().to_ascii_lowercase());
+    let p = typed::ExchangeQueryListOpenOrders::from_valid(cx.valid)?;
+    let key = p.apikey.and_then(|s| s.trim().parse::<i64>().ok());
+    let code = p.code.map(|c| c.trim().to_ascii_lowercase());
     let rows = conn
         .orders(if open {
             Orders::LiveOfUser(cx.user())
@@ -158,8 +94,9 @@ fn list_orders(cx: &Cx<'_>, open: bool) -> Result<Value, ApiError> {
 }
 
 fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let given = typed::ExchangeQueryOrderCheck::from_valid(cx.valid)?;
     let conn = cx.store().paper();
-    let mut o = own_order(cx, &conn)?;
+    let mut o = own_order(cx, &conn, &given.id)?;
     o.checks += 1;
     conn.log_request(
         o.user_id,
@@ -175,8 +112,9 @@ fn order_check(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn order_cancel(cx: &Cx<'_>) -> Result<Value, ApiError> {
+    let given = typed::ExchangeQueryOrderCancel::from_valid(cx.valid)?;
     let conn = cx.store().paper();
-    let mut o = own_order(cx, &conn)?;
+    let mut o = own_order(cx, &conn, &given.id)?;
     if !o.is_live() {
         return Err(refused(
             "id",
@@ -192,10 +130,8 @@ fn order_cancel(cx: &Cx<'_>) -> Result<Value, ApiError> {
 
 fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let only = cx
-        .valid
-        .text("apikey")
-        .and_then(|s| s.trim().parse::<i64>().ok());
+    let given = typed::ExchangeQueryListBalances::from_valid(cx.valid)?;
+    let only = given.apikey.and_then(|s| s.trim().parse::<i64>().ok());
     let mut out = Vec::new();
     for (id, f) in conn.keys_of(cx.user()).map_err(sql)? {
         if only.is_some_and(|k| k != id) {
@@ -235,9 +171,12 @@ fn list_balances(cx: &Cx<'_>) -> Result<Value, ApiError> {
     Ok(Value::Array(out))
 }
 
+/// Requests `list-exchange-requests` shows; the endpoint documents no `limit`.
+const REQUESTS_SHOWN: i64 = 100;
+
 fn list_requests(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
-    let limit = cx.valid.integer("limit").unwrap_or(100).clamp(1, 1000);
+    let limit = REQUESTS_SHOWN;
     let requests = conn.requests(cx.user(), limit).map_err(sql)?;
     Ok(Value::Array(
         requests
@@ -260,13 +199,9 @@ fn list_requests(cx: &Cx<'_>) -> Result<Value, ApiError> {
 /// `create-query`: runs a predefined query through the key against its simulated exchange
 /// and stores the query with the answer it got.
 fn create_query(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let key = cx.id("apikey")?;
-    let kind = cx
-        .valid
-        .text("exchange_query")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let given = typed::ExchangeQueryCreateQuery::from_valid(cx.valid)?;
+    let key = record_id("apikey", &given.apikey)?;
+    let kind = given.exchange_query.trim().to_ascii_lowercase();
     let (exchange, result) = {
         let conn = cx.store().paper();
         let Some(f) = conn.key_fields(cx.user(), key).map_err(sql)? else {
@@ -354,7 +289,7 @@ fn verdict(
 }
 
 fn test_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let id = cx.id("id")?;
+    let id = record_id("id", &typed::ExchangeApiKeysTest::from_valid(cx.valid)?.id)?;
     let store = cx.store();
     let rec = store
         .get_record("exchange_api_key", cx.user(), id)
@@ -425,7 +360,10 @@ fn test_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn delete_key(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let id = cx.id("id")?;
+    let id = record_id(
+        "id",
+        &typed::ExchangeApiKeysDelete::from_valid(cx.valid)?.id,
+    )?;
     let store = cx.store();
     if store
         .get_record("exchange_api_key", cx.user(), id)

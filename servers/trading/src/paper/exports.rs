@@ -4,12 +4,13 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
-use trading_model::ApiError;
+use trading_model::export_files::{self, STRATEGY_FIELDS, TX_FIELDS, csv, spreadsheet};
 use trading_model::strategy_profile::Profile;
+use trading_model::{ApiError, typed};
 
 use super::call_context::{Cx, paged, sql};
 use super::strategies::{TxQuery, describe, transactions};
-use crate::context::{NO_RECORD, refused};
+use crate::context::{NO_RECORD, record_id, refused};
 use crate::store::{Export, PaperDb};
 
 pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
@@ -23,127 +24,6 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
 
 /// Time an export takes to prepare, on the injected clock.
 const EXPORT_DELAY_MS: u64 = 3_000;
-
-/// Columns of a strategy transaction record, in the spec's order.
-pub(super) const TX_FIELDS: [&str; 41] = [
-    "id",
-    "time_created",
-    "last_updated",
-    "c_active",
-    "c_order",
-    "c_lookup_status",
-    "c_lookup_count",
-    "c_row",
-    "c_symbol_code",
-    "c_exchange",
-    "c_symbol",
-    "c_symbolid",
-    "c_type",
-    "c_type_orig",
-    "c_side",
-    "c_amount",
-    "c_price",
-    "c_price_entry",
-    "c_price_offset",
-    "c_payload",
-    "c_time_requested",
-    "c_time_orderplaced",
-    "c_time_completed",
-    "c_time_journey",
-    "c_order_id",
-    "c_order_slice",
-    "c_order_success",
-    "c_order_failed",
-    "c_order_status",
-    "c_order_remaining",
-    "c_order_filled",
-    "c_com",
-    "c_child_id",
-    "c_cancel",
-    "c_cancel_time",
-    "c_spread_entry",
-    "c_trace_order",
-    "c_conditions",
-    "custom_id",
-    "c_max_time",
-    "strategy_id",
-];
-
-const STRATEGY_FIELDS: [&str; 10] = [
-    "id",
-    "name",
-    "algorithm_id",
-    "algorithm",
-    "state",
-    "slices",
-    "slice_delay",
-    "executables",
-    "transactions",
-    "codes",
-];
-
-/// One CSV field per RFC 4180: quoted when it holds a comma, quote, CR or LF.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\r', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-pub(super) fn csv(rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    for r in rows {
-        out.push_str(&r.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
-        out.push_str("\r\n");
-    }
-    out
-}
-
-fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
-            // XML 1.0 cannot carry other control characters at all.
-            c if (c as u32) < 0x20 => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A SpreadsheetML 2003 workbook (Excel and LibreOffice open it as `.xls`); all cells are
-/// strings, as the transaction records are.
-pub(super) fn spreadsheet(rows: &[Vec<String>], sheet: &str) -> String {
-    let mut out = String::from(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<?mso-application progid=\"Excel.Sheet\"?>\n\
-         <Workbook xmlns=\"urn:schemas-microsoft-com:office:spreadsheet\" \
-         xmlns:ss=\"urn:schemas-microsoft-com:office:spreadsheet\">\n",
-    );
-    out.push_str(&format!(
-        " <Worksheet ss:Name=\"{}\">\n  <Table>\n",
-        xml_escape(sheet)
-    ));
-    for r in rows {
-        out.push_str("   <Row>");
-        for f in r {
-            out.push_str(&format!(
-                "<Cell><Data ss:Type=\"String\">{}</Data></Cell>",
-                xml_escape(f)
-            ));
-        }
-        out.push_str("</Row>\n");
-    }
-    out.push_str("  </Table>\n </Worksheet>\n</Workbook>\n");
-    out
-}
 
 fn export_rows(
     cx: &Cx<'_>,
@@ -197,18 +77,9 @@ fn export_rows(
 }
 
 fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let system = cx
-        .valid
-        .text("system")
-        .unwrap_or("strategy_transactions")
-        .to_owned();
-    let kind = cx.valid.text("type").unwrap_or(".csv").to_owned();
-    let symbol = cx
-        .valid
-        .text("symbol")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let given = typed::ExportRequest::from_valid(cx.valid)?;
+    let (system, kind) = (given.system, given.r#type);
+    let symbol = given.symbol.trim().to_ascii_lowercase();
     if cx.env.market.symbol(&symbol).is_none() {
         return Err(refused("symbol", "Unknown trading code."));
     }
@@ -219,7 +90,7 @@ fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let keep_s = plan["strategies"]["export"]["maximum_storage_time"]
         .as_u64()
         .unwrap_or(86_400);
-    let limit = cx.valid.integer("limit").unwrap_or(100);
+    let limit = given.limit;
     if limit < 1 {
         return Err(refused("limit", "limit is at least 1."));
     }
@@ -253,16 +124,6 @@ fn export_request(cx: &Cx<'_>) -> Result<Value, ApiError> {
     )
 }
 
-fn status(e: &Export, now: u64) -> &'static str {
-    if now < e.ready {
-        "preparing"
-    } else if now >= e.expires {
-        "expired"
-    } else {
-        "ready"
-    }
-}
-
 fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let rows = conn.exports(cx.user(), None).map_err(sql)?;
@@ -274,7 +135,7 @@ fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
             .map(|e| {
                 json!({
                     "id": e.id, "system": e.system, "type": e.kind, "symbol": e.symbol, "rows": e.rows,
-                    "filename": e.filename, "status": status(e, now), "size": e.content.len(),
+                    "filename": e.filename, "status": export_files::status(e.ready, e.expires, now), "size": e.content.len(),
                     "requested_ms": e.created, "ready_ms": e.ready, "expires_ms": e.expires,
                 })
             })
@@ -283,7 +144,7 @@ fn export_list(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let id = cx.id("id")?;
+    let id = record_id("id", &typed::ExportFetch::from_valid(cx.valid)?.id)?;
     let conn = cx.store().paper();
     let Some(e) = conn
         .exports(cx.user(), Some(id))
@@ -294,7 +155,7 @@ fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
         return Err(refused("id", NO_RECORD));
     };
     let now = cx.now();
-    match status(&e, now) {
+    match export_files::status(e.ready, e.expires, now) {
         "preparing" => Ok(json!({
             "id": e.id, "status": "preparing", "ready_ms": e.ready,
             "message": format!("The export is being prepared; please wait {} ms and fetch again.", e.ready - now),
@@ -310,29 +171,5 @@ fn export_fetch(cx: &Cx<'_>) -> Result<Value, ApiError> {
             "rows": e.rows,
             "content": STANDARD.encode(&e.content),
         })),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_quotes_per_rfc4180() {
-        let rows = vec![vec![
-            "a".into(),
-            "b,c".into(),
-            "say \"hi\"".into(),
-            "x\ny".into(),
-        ]];
-        assert_eq!(csv(&rows), "a,\"b,c\",\"say \"\"hi\"\"\",\"x\ny\"\r\n");
-    }
-
-    #[test]
-    fn spreadsheet_escapes() {
-        let x = spreadsheet(&[vec!["<a&b>".into()]], "s");
-        assert!(x.contains("&lt;a&amp;b&gt;"));
-        // SpreadsheetML 2003 names its rows `Row`.
-        assert!(x.contains("<Row><Cell>") && x.contains("</Row>"), "{x}");
     }
 }

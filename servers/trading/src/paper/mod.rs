@@ -18,9 +18,9 @@ mod reports;
 mod strategies;
 
 use serde_json::Value;
-use trading_model::{ApiError, Endpoint, ErrorCode, Valid};
+use trading_model::{ApiError, Endpoint, Valid};
 
-use crate::context::RequestContext;
+use crate::context::{RequestContext, for_caller};
 use crate::store::Store;
 use call_context::Cx;
 
@@ -107,27 +107,23 @@ pub(crate) fn call(
     valid: &Valid,
     env: &RequestContext,
 ) -> Option<Result<Value, ApiError>> {
-    if !handles(&ep.path) {
-        return None;
-    }
-    let Some(caller) = env.caller.as_ref() else {
-        return Some(Err(ApiError::new(ErrorCode::MissingKey)));
-    };
-    let cx = Cx {
-        ep,
-        valid,
-        env,
-        caller,
-    };
-    let path = ep.path.as_str();
-    Some(if path.starts_with("exchange-") {
-        exchange::call(&cx, path)
-    } else if path.starts_with("strategy/") {
-        strategies::call(&cx, path)
-    } else if path.starts_with("export/") {
-        exports::call(&cx, path)
-    } else {
-        reports::call(&cx, path)
+    for_caller(handles(&ep.path), env, |caller| {
+        let cx = Cx {
+            ep,
+            valid,
+            env,
+            caller,
+        };
+        let path = ep.path.as_str();
+        if path.starts_with("exchange-") {
+            exchange::call(&cx, path)
+        } else if path.starts_with("strategy/") {
+            strategies::call(&cx, path)
+        } else if path.starts_with("export/") {
+            exports::call(&cx, path)
+        } else {
+            reports::call(&cx, path)
+        }
     })
 }
 

@@ -1,16 +1,10 @@
-//! Account statistics and the finance lists, computed from the recorded paper orders and
-//! strategy transactions.
-//!
-//! Realised profit and loss uses the average-cost method per trading code, fees
-//! subtracted; amounts are in each code's quote asset and converted to US dollars at the
-//! current simulated price for totals.
-
-use std::collections::BTreeMap;
+//! Account statistics and the finance lists, computed by `trading_model::paper_reports`
+//! from the recorded paper orders and strategy transactions; this file reads the orders
+//! and shapes the answers.
 
 use serde_json::{Value, json};
-use trading_model::ApiError;
-use trading_model::market::Market;
-use trading_model::orders::Position;
+use trading_model::paper_reports::{self as model, OrderView, Trade};
+use trading_model::{ApiError, typed};
 
 use super::call_context::{Cx, iso, num, paged, sql};
 use crate::context::{NO_RECORD, refused};
@@ -28,40 +22,31 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
     }
 }
 
-/// Fills of `orders` oldest first as `(time, order, trade)`.
-fn fills(orders: &[Order]) -> Vec<(u64, &Order, &Value)> {
-    let mut out: Vec<(u64, &Order, &Value)> = orders
-        .iter()
-        .flat_map(|o| {
-            o.trades
-                .iter()
-                .map(move |t| (t["timestamp"].as_u64().unwrap_or(0), o, t))
-        })
-        .collect();
-    out.sort_by_key(|(t, o, _)| (*t, o.id));
-    out
-}
-
-fn positions(orders: &[Order]) -> BTreeMap<String, Position> {
-    let mut out: BTreeMap<String, Position> = BTreeMap::new();
-    for (_, o, t) in fills(orders) {
-        let p = out.entry(o.code.clone()).or_default();
-        p.trade(
-            o.side,
-            t["amount"].as_f64().unwrap_or(0.0),
-            t["price"].as_f64().unwrap_or(0.0),
-            t["fee"]["cost"].as_f64().unwrap_or(0.0),
-        );
+/// What the model needs of a stored order; unreadable trade fields count as 0.
+fn view(o: &Order) -> OrderView<'_> {
+    OrderView {
+        id: o.id,
+        code: &o.code,
+        side: o.side,
+        filled: o.filled,
+        fee: o.fee,
+        send_ms: o.send_ms,
+        done_ms: o.done_ms,
+        trades: o
+            .trades
+            .iter()
+            .map(|t| Trade {
+                time_ms: t["timestamp"].as_u64().unwrap_or(0),
+                amount: t["amount"].as_f64().unwrap_or(0.0),
+                price: t["price"].as_f64().unwrap_or(0.0),
+                fee: t["fee"]["cost"].as_f64().unwrap_or(0.0),
+            })
+            .collect(),
     }
-    out
 }
 
-fn usd(market: &Market, code: &str, amount: f64, now: u64) -> f64 {
-    let rate = market
-        .symbol(code)
-        .and_then(|s| market.asset_usd(s.quote, now))
-        .unwrap_or(1.0);
-    amount * rate
+fn views(orders: &[Order]) -> Vec<OrderView<'_>> {
+    orders.iter().map(view).collect()
 }
 
 fn account_pnl(cx: &Cx<'_>) -> Result<Value, ApiError> {
@@ -69,51 +54,43 @@ fn account_pnl(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let orders = conn.orders(Orders::OfUser(cx.user())).map_err(sql)?;
     let market = &cx.env.market;
     let now = cx.now();
-    let mut symbols = Vec::new();
-    let (mut r_usd, mut f_usd, mut u_usd) = (0.0, 0.0, 0.0);
-    for (code, p) in positions(&orders) {
-        let mid = market.mid(&code, now).unwrap_or(0.0);
-        let unrealised = if p.qty == 0.0 {
-            0.0
-        } else {
-            (mid - p.avg) * p.qty
-        };
-        let sym = market.symbol(&code);
-        r_usd += usd(market, &code, p.realised - p.fees, now);
-        f_usd += usd(market, &code, p.fees, now);
-        u_usd += usd(market, &code, unrealised, now);
-        symbols.push(json!({
-            "code": code,
-            "symbol": sym.map(|s| s.pair()),
-            "currency": sym.map(|s| s.quote),
-            "bought": num(p.bought),
-            "sold": num(p.sold),
-            "position": num(p.qty),
-            "average_cost": num(p.avg),
-            "realised": num(p.realised),
-            "fees": num(p.fees),
-            "realised_net": num(p.realised - p.fees),
-            "mark_price": num(mid),
-            "unrealised": num(unrealised),
-        }));
-    }
+    let pnl = model::account_pnl(market, &views(&orders), now);
+    let symbols: Vec<Value> = pnl
+        .codes
+        .iter()
+        .map(|c| {
+            let sym = market.symbol(c.code);
+            let p = &c.position;
+            json!({
+                "code": c.code,
+                "symbol": sym.map(|s| s.pair()),
+                "currency": sym.map(|s| s.quote),
+                "bought": num(p.bought),
+                "sold": num(p.sold),
+                "position": num(p.qty),
+                "average_cost": num(p.avg),
+                "realised": num(p.realised),
+                "fees": num(p.fees),
+                "realised_net": num(c.realised_net()),
+                "mark_price": num(c.mark_price),
+                "unrealised": num(c.unrealised),
+            })
+        })
+        .collect();
+    let t = pnl.total_usd;
     Ok(json!({
         "method": "average cost per trading code; fees subtracted from realised",
         "time_ms": now,
         "orders": orders.len(),
-        "fills": fills(&orders).len(),
+        "fills": pnl.fills,
         "symbols": symbols,
-        "total_usd": {"realised_net": num(r_usd), "fees": num(f_usd), "unrealised": num(u_usd)},
+        "total_usd": {"realised_net": num(t.realised_net), "fees": num(t.fees), "unrealised": num(t.unrealised)},
     }))
 }
 
 fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let sub = cx
-        .valid
-        .text("subaccount_id")
-        .unwrap_or("")
-        .trim()
-        .to_owned();
+    let given = typed::FinanceListCommissionsPaid::from_valid(cx.valid)?;
+    let sub = given.subaccount_id.trim().to_owned();
     let conn = cx.store().paper();
     // `0` names the primary account itself; sub-accounts hold no exchange keys in this
     // sandbox, so they have paid no commissions.
@@ -133,6 +110,7 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let rows = orders
         .iter()
         .map(|o| {
+            let c = model::commission(market, &view(o));
             json!({
                 "order": o.id.to_string(),
                 "code": o.code,
@@ -140,9 +118,9 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
                 "side": o.side.as_str(),
                 "fee": num(o.fee),
                 "currency": market.symbol(&o.code).map(|s| s.quote),
-                "fee_usd": num(usd(market, &o.code, o.fee, o.done_ms.max(o.send_ms))),
+                "fee_usd": num(c.fee_usd),
                 "strategy_id": o.strategy_id.map(|s| s.to_string()),
-                "time_ms": o.done_ms.max(o.send_ms),
+                "time_ms": c.time_ms,
             })
         })
         .collect();
@@ -152,10 +130,12 @@ fn commissions(cx: &Cx<'_>) -> Result<Value, ApiError> {
 fn recent(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let conn = cx.store().paper();
     let orders = conn.orders(Orders::OfUser(cx.user())).map_err(sql)?;
-    let rows: Vec<Value> = fills(&orders)
+    // The rows echo the stored trade JSON as recorded.
+    let rows: Vec<Value> = model::recent(&views(&orders))
         .into_iter()
-        .rev()
-        .map(|(t, o, tr)| {
+        .map(|f| {
+            let o = &orders[f.order];
+            let (tr, t) = (&o.trades[f.trade], f.time_ms);
             json!({
                 "id": tr["id"], "order": o.id.to_string(), "code": o.code, "exchange": o.exchange,
                 "symbol": tr["symbol"], "side": o.side.as_str(), "price": tr["price"], "amount": tr["amount"],
@@ -174,31 +154,24 @@ fn top_strategies(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let mut rows = Vec::new();
     for (id, p) in conn.profiles_of(cx.user()).map_err(sql)? {
         let orders = conn.orders(Orders::OfStrategy(id)).map_err(sql)?;
-        let (mut realised, mut fees) = (0.0, 0.0);
-        for (code, pos) in positions(&orders) {
-            realised += usd(market, &code, pos.realised - pos.fees, now);
-            fees += usd(market, &code, pos.fees, now);
-        }
-        rows.push((
-            realised,
-            id,
-            json!({
-                "id": id,
-                "name": p.get("name").cloned().unwrap_or(Value::Null),
-                "realised_net_usd": num(realised),
-                "fees_usd": num(fees),
-                "orders": orders.len(),
-                "filled_orders": orders.iter().filter(|o| o.filled > 0.0).count(),
-            }),
-        ));
+        let name = p.get("name").cloned().unwrap_or(Value::Null);
+        rows.push((model::strategy_pnl(market, id, &views(&orders), now), name));
     }
-    // Best first; the paging convention's "newest first" has no meaning for a ranking.
-    rows.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    Ok(paged(
-        cx.ep,
-        cx.valid,
-        rows.into_iter().map(|(_, _, v)| v).collect(),
-    ))
+    model::rank(&mut rows);
+    let rows = rows
+        .into_iter()
+        .map(|(s, name)| {
+            json!({
+                "id": s.id,
+                "name": name,
+                "realised_net_usd": num(s.realised_net_usd),
+                "fees_usd": num(s.fees_usd),
+                "orders": s.orders,
+                "filled_orders": s.filled_orders,
+            })
+        })
+        .collect();
+    Ok(paged(cx.ep, cx.valid, rows))
 }
 
 fn import_list(cx: &Cx<'_>) -> Result<Value, ApiError> {

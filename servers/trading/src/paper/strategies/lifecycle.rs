@@ -2,10 +2,10 @@
 //! `trading_model::strategy`, and applying its effects to the store.
 
 use serde_json::{Map, Value, json};
-use trading_model::ApiError;
 use trading_model::market::{Market, Side};
 use trading_model::strategy::{Effect, Event, Refusal, State, transition};
 use trading_model::strategy_profile::{Profile, number_at};
+use trading_model::{ApiError, typed};
 
 use super::rows::own_profile;
 use crate::context::refused;
@@ -180,7 +180,8 @@ fn start_refusal(
 }
 
 pub(crate) fn start(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, p, mut row) = own_profile(cx, "id")?;
+    let given = typed::StrategyStart::from_valid(cx.valid)?;
+    let (id, p, mut row) = own_profile(cx, "id", &given.id)?;
     let plan = cx.plan();
     let conn = cx.store().paper();
     let market = &cx.env.market;
@@ -297,8 +298,9 @@ fn strategy_overview(conn: &PaperDb<'_>, id: i64) -> Result<Value, StoreError> {
     }))
 }
 
-pub(crate) fn stop(cx: &Cx<'_>, event: Event) -> Result<Value, ApiError> {
-    let (id, _, row) = own_profile(cx, "id")?;
+/// Stops the strategy named by `given` (the `id` parameter).
+pub(crate) fn stop(cx: &Cx<'_>, given: &str, event: Event) -> Result<Value, ApiError> {
+    let (id, _, row) = own_profile(cx, "id", given)?;
     let (_, effects) = transition(row.state, event).map_err(|r| refusal("id", r))?;
     if effects.contains(&Effect::AlreadyStopped) {
         return Ok(
@@ -333,7 +335,8 @@ pub(crate) fn stop(cx: &Cx<'_>, event: Event) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let force = cx.valid.boolean("force").unwrap_or(false);
+    let force = typed::StrategyStopAllStrategies::from_valid(cx.valid)?.force;
+    let force = force.unwrap_or(false);
     let running = {
         let conn = cx.store().paper();
         conn.strategies(Strategies::RunningOfUser(cx.user()))
@@ -356,7 +359,8 @@ pub(crate) fn stop_all(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn hard_reset(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, _, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyHardReset::from_valid(cx.valid)?;
+    let (id, _, row) = own_profile(cx, "id", &given.id)?;
     let (_, effects) = transition(row.state, Event::HardReset).map_err(|r| refusal("id", r))?;
     let conn = cx.store().paper();
     let removed = apply_effects(&conn, id, cx.user(), &effects, cx.now()).map_err(sql)?;

@@ -2,17 +2,18 @@
 //! options and books.
 
 use serde_json::{Map, Value, json};
-use trading_model::ApiError;
 use trading_model::market::Market;
 use trading_model::strategy::{ALGORITHMS, State, algorithm};
 use trading_model::strategy_profile::Profile;
+use trading_model::tx_record::{self, OrderFacts};
+use trading_model::{ApiError, typed};
 
 use super::lifecycle::live_orders;
 use super::rows::own_profile;
 
 use crate::context::refused;
-use crate::paper::call_context::{Cx, num, paged, sql, text};
-use crate::store::{Order, Orders, PaperDb, StoreError, StrategyRow};
+use crate::paper::call_context::{Cx, num, paged, sql};
+use crate::store::{Orders, PaperDb, StoreError, StrategyRow};
 
 pub(crate) fn describe(
     conn: &PaperDb<'_>,
@@ -66,131 +67,6 @@ pub(crate) fn list_strategies(cx: &Cx<'_>, running_only: bool) -> Result<Value, 
     ))
 }
 
-/// A strategy transaction record: every field of the spec's record, all strings.
-fn render_tx(
-    id: i64,
-    fields: &Map<String, Value>,
-    created: u64,
-    o: Option<&Order>,
-    market: &Market,
-) -> Value {
-    let s = |k: &str| {
-        fields.get(k).map_or_else(String::new, |v| {
-            v.as_str().map_or_else(|| v.to_string(), str::to_owned)
-        })
-    };
-    let mut m = Map::new();
-    let mut put = |k: &str, v: String| {
-        m.insert(k.to_owned(), Value::String(v));
-    };
-    put("id", id.to_string());
-    put("time_created", (created / 1000).to_string());
-    let updated = o.map_or(created, |o| {
-        o.done_ms
-            .max(
-                o.trades
-                    .last()
-                    .and_then(|t| t["timestamp"].as_u64())
-                    .unwrap_or(0),
-            )
-            .max(created)
-    });
-    put("last_updated", (updated / 1000).to_string());
-    let live = o.is_some_and(|o| o.status == "open" || o.status == "pending");
-    put("c_active", if live { "1" } else { "0" }.into());
-    for k in [
-        "c_order",
-        "c_row",
-        "c_symbol_code",
-        "c_exchange",
-        "c_symbol",
-        "c_symbolid",
-        "c_type",
-        "c_type_orig",
-        "c_side",
-        "c_amount",
-        "c_price_entry",
-        "c_price_offset",
-        "c_time_requested",
-        "c_order_slice",
-        "c_child_id",
-        "c_spread_entry",
-        "c_trace_order",
-        "c_conditions",
-        "custom_id",
-        "c_max_time",
-    ] {
-        put(k, s(k));
-    }
-    match o {
-        Some(o) => {
-            let final_ = !live;
-            put("c_lookup_status", if final_ { "1" } else { "0" }.into());
-            put("c_lookup_count", o.checks.to_string());
-            let price = o.price.unwrap_or(if o.filled > 0.0 {
-                o.cost / o.filled
-            } else {
-                0.0
-            });
-            put("c_price", text(price));
-            put("c_payload", o.to_json(market).to_string());
-            put("c_time_orderplaced", o.send_ms.to_string());
-            put("c_time_completed", o.done_ms.to_string());
-            let requested: u64 = s("c_time_requested").parse().unwrap_or(o.send_ms);
-            put(
-                "c_time_journey",
-                o.send_ms.saturating_sub(requested).to_string(),
-            );
-            put("c_order_id", o.id.to_string());
-            put(
-                "c_order_success",
-                if o.status == "rejected" { "0" } else { "1" }.into(),
-            );
-            put(
-                "c_order_failed",
-                if o.status == "rejected" { "1" } else { "0" }.into(),
-            );
-            put("c_order_status", o.status.clone());
-            put("c_order_remaining", text((o.amount - o.filled).max(0.0)));
-            put("c_order_filled", text(o.filled));
-            put("c_com", text(o.fee));
-            let cancelled = o.status == "canceled" || o.status == "expired";
-            put("c_cancel", if cancelled { "1" } else { "0" }.into());
-            put(
-                "c_cancel_time",
-                if cancelled {
-                    o.done_ms.to_string()
-                } else {
-                    "0".into()
-                },
-            );
-        }
-        None => {
-            for k in [
-                "c_lookup_status",
-                "c_lookup_count",
-                "c_price",
-                "c_time_orderplaced",
-                "c_time_completed",
-                "c_time_journey",
-                "c_order_id",
-                "c_order_success",
-                "c_order_remaining",
-                "c_order_filled",
-                "c_com",
-                "c_cancel",
-                "c_cancel_time",
-            ] {
-                put(k, "0".into());
-            }
-            put("c_payload", "{}".into());
-            put("c_order_failed", "1".into());
-            put("c_order_status", "unknown".into());
-        }
-    }
-    Value::Object(m)
-}
-
 /// Which transactions to read.
 pub(crate) struct TxQuery<'a> {
     /// One strategy, or all of the user's.
@@ -216,7 +92,22 @@ pub(crate) fn transactions(
     let out = rows
         .into_iter()
         .map(|t| {
-            let rendered = render_tx(t.id, &t.fields, t.created_ms, Some(&t.order), market);
+            let o = &t.order;
+            let facts = OrderFacts {
+                id: o.id,
+                status: &o.status,
+                checks: o.checks,
+                price: o.price,
+                amount: o.amount,
+                filled: o.filled,
+                cost: o.cost,
+                fee: o.fee,
+                send_ms: o.send_ms,
+                done_ms: o.done_ms,
+                last_trade_ms: o.trades.last().and_then(|t| t["timestamp"].as_u64()),
+                payload: o.to_json(market).to_string(),
+            };
+            let rendered = tx_record::render(t.id, &t.fields, t.created_ms, Some(&facts));
             (t.strategy_id, rendered)
         })
         .collect();
@@ -224,7 +115,8 @@ pub(crate) fn transactions(
 }
 
 pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, _, _) = own_profile(cx, "main_id")?;
+    let given = typed::StrategyListStrategyTransactions::from_valid(cx.valid)?;
+    let (id, _, _) = own_profile(cx, "main_id", &given.main_id)?;
     let page = trading_model::Page::of(cx.ep, cx.valid).unwrap_or(trading_model::Page {
         limit: 10,
         pagenumber: 1,
@@ -233,7 +125,7 @@ pub(crate) fn list_transactions(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let q = TxQuery {
         strategy: Some(id),
         code: None,
-        filled_only: cx.valid.boolean("remove_unfilled").unwrap_or(false),
+        filled_only: given.remove_unfilled.unwrap_or(false),
         limit: u64::from(page.limit),
         offset: page.offset(),
     };
@@ -328,7 +220,7 @@ pub(crate) fn options(cx: &Cx<'_>) -> Value {
 pub(crate) fn books(cx: &Cx<'_>) -> Result<Value, ApiError> {
     let market = &cx.env.market;
     let mut codes: Vec<String> = Vec::new();
-    if let Some(c) = cx.valid.text("code") {
+    if let Some(c) = typed::StrategyBooks::from_valid(cx.valid)?.code {
         let c = c.trim().to_ascii_lowercase();
         if market.symbol(&c).is_none() {
             return Err(refused("code", "Unknown trading code."));

@@ -14,8 +14,8 @@ pub(super) use rows::running_using_key;
 pub(super) use worker::run_due;
 
 use serde_json::{Value, json};
-use trading_model::ApiError;
 use trading_model::strategy::Event;
+use trading_model::{ApiError, typed};
 
 use super::call_context::Cx;
 use crate::context::refused;
@@ -30,8 +30,15 @@ pub(super) fn call(cx: &Cx<'_>, path: &str) -> Result<Value, ApiError> {
         "strategy/edit-profile" => edit_profile(cx),
         "strategy/delete-profile" => delete_profile(cx),
         "strategy/start" => start(cx),
-        "strategy/stop" => stop(cx, Event::Stop { force: cx.valid.boolean("force").unwrap_or(false) }),
-        "strategy/soft-stop" => stop(cx, Event::SoftStop),
+        "strategy/stop" => {
+            let p = typed::StrategyStop::from_valid(cx.valid)?;
+            let force = p.force.unwrap_or(false);
+            stop(cx, &p.id, Event::Stop { force })
+        }
+        "strategy/soft-stop" => {
+            let p = typed::StrategySoftStop::from_valid(cx.valid)?;
+            stop(cx, &p.id, Event::SoftStop)
+        }
         "strategy/stop-all-strategies" => stop_all(cx),
         "strategy/hard-reset" => hard_reset(cx),
         "strategy/list-strategies" => list_strategies(cx, true),

@@ -7,7 +7,7 @@ use trading_model::strategy::{Event, Refusal, State, transition};
 use trading_model::strategy_profile::{
     self, CONDITION_ARRAYS, EXECUTABLE_ARRAYS, KeyLookup, Profile,
 };
-use trading_model::{ApiError, Checked};
+use trading_model::{ApiError, Checked, typed};
 
 use super::lifecycle::{apply_effects, refusal};
 use super::rows::own_profile;
@@ -60,7 +60,8 @@ fn to_json(v: &Checked) -> Value {
 }
 
 pub(crate) fn edit_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, mut p, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyEditProfile::from_valid(cx.valid)?;
+    let (id, mut p, row) = own_profile(cx, "id", &given.id)?;
     if row.state == State::Running {
         return Err(refusal("id", Refusal::Running));
     }
@@ -89,7 +90,8 @@ pub(crate) fn edit_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn delete_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, _, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyDeleteProfile::from_valid(cx.valid)?;
+    let (id, _, row) = own_profile(cx, "id", &given.id)?;
     let (_, effects) = transition(row.state, Event::DeleteProfile).map_err(|r| refusal("id", r))?;
     let removed = {
         let conn = cx.store().paper();
@@ -102,7 +104,8 @@ pub(crate) fn delete_profile(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn duplicate(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (_, mut p, _) = own_profile(cx, "id")?;
+    let given = typed::StrategyDuplicateStrategy::from_valid(cx.valid)?;
+    let (_, mut p, _) = own_profile(cx, "id", &given.id)?;
     let max = cx.plan()["strategies"]["maximum"]["strategies"]
         .as_u64()
         .unwrap_or(10);
@@ -127,10 +130,8 @@ pub(crate) fn duplicate(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let ids: Vec<i64> = cx
-        .valid
-        .list("ids")
-        .unwrap_or(&[])
+    let ids: Vec<i64> = typed::StrategyEditOrder::from_valid(cx.valid)?
+        .ids
         .iter()
         .map(|s| {
             s.trim()
@@ -170,11 +171,12 @@ pub(crate) fn edit_order(cx: &Cx<'_>) -> Result<Value, ApiError> {
 }
 
 pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
-    let (id, mut p, row) = own_profile(cx, "id")?;
+    let given = typed::StrategyEditComponent::from_valid(cx.valid)?;
+    let (id, mut p, row) = own_profile(cx, "id", &given.id)?;
     if row.state == State::Running {
         return Err(refusal("id", Refusal::Running));
     }
-    let component = cx.valid.text("component").unwrap_or("").to_owned();
+    let component = given.component;
     if !EXECUTABLE_ARRAYS.contains(&component.as_str())
         && !CONDITION_ARRAYS.contains(&component.as_str())
     {
@@ -183,8 +185,8 @@ pub(crate) fn edit_component(cx: &Cx<'_>) -> Result<Value, ApiError> {
             "Name an executable_* or condition_* array of edit-profile.",
         ));
     }
-    let index = usize::try_from(cx.valid.integer("row").unwrap_or(0)).unwrap_or(usize::MAX);
-    let value = cx.valid.text("value").unwrap_or("").to_owned();
+    let index = usize::try_from(given.row).unwrap_or(usize::MAX);
+    let value = given.value;
     let mut list = Profile::new(&p).list(&component);
     if index < list.len() {
         list[index] = value;

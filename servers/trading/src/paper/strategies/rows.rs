@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use trading_model::ApiError;
 use trading_model::strategy_profile::Profile;
 
-use crate::context::{NO_RECORD, refused};
+use crate::context::{NO_RECORD, record_id, refused};
 use crate::paper::call_context::{Cx, sql};
 use crate::store::{Store, StoreError, Strategies, StrategyRow};
 
@@ -28,11 +28,13 @@ pub(crate) fn running_using_key(
     Ok(out)
 }
 
+/// The caller's strategy named by `given`, the value of parameter `param`.
 pub(crate) fn own_profile(
     cx: &Cx<'_>,
     param: &str,
+    given: &str,
 ) -> Result<(i64, Map<String, Value>, StrategyRow), ApiError> {
-    let id = cx.id(param)?;
+    let id = record_id(param, given)?;
     let conn = cx.store().paper();
     let Some((p, _)) = conn.profile(cx.user(), id).map_err(sql)? else {
         return Err(refused(param, NO_RECORD));
