@@ -3,6 +3,8 @@
 // Each test binary uses a different part of the harness.
 #![allow(dead_code)]
 
+pub mod market;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
