@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod pb;
 pub mod provider;
 pub mod rls_call;
+pub mod rls_encode;
 pub mod server;
 pub mod settings;
 pub mod tls;

@@ -1,5 +1,6 @@
-//! The `ShouldRateLimit` call as the gRPC port serves it: prost's encoding, with the
-//! request limits checked before the call. A large message is checked before it is
+//! The `ShouldRateLimit` call as the gRPC port serves it: prost's decoding, with the
+//! request limits checked before the call, and the answer written by
+//! [`crate::rls_encode`]. A large message is checked before it is
 //! decoded, so that a request over the limits costs a walk over its bytes rather than the
 //! allocations of decoding it.
 
@@ -9,10 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use bytes::Buf;
 use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
-use tonic_prost::{ProstDecoder, ProstEncoder};
+use tonic_prost::ProstDecoder;
 
 use crate::limits::{RequestLimits, TooLarge};
 use crate::pb::rls;
+use crate::rls_encode::RlsEncoder;
 
 /// `/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`.
 pub const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -44,11 +46,11 @@ impl LimitedCodec {
 impl Codec for LimitedCodec {
     type Encode = rls::RateLimitResponse;
     type Decode = rls::RateLimitRequest;
-    type Encoder = ProstEncoder<rls::RateLimitResponse>;
+    type Encoder = RlsEncoder;
     type Decoder = LimitedDecoder;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstEncoder::default()
+        RlsEncoder::default()
     }
 
     fn decoder(&mut self) -> Self::Decoder {
