@@ -91,6 +91,11 @@ pub fn init(s: &TracingSettings) -> Result<SdkTracerProvider, String> {
 pub struct SpanParent(Option<Context>);
 
 impl SpanParent {
+    /// Whether tracing is off, so a decision opens no span.
+    pub fn is_off(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Reads `traceparent`/`tracestate` and `baggage`, then B3 (the single `b3` header, else
     /// the `X-B3-*` headers); a usable B3 context replaces a W3C one, as upstream's composite
     /// propagator (trace context, baggage, B3, in that order) does. Baggage rides along in
