@@ -195,8 +195,7 @@ impl Action {
             },
             Action::RemoteAddress => match req.client {
                 Some(ip) => {
-                    slot.key.clear();
-                    slot.key.push_str("remote_address");
+                    set_key(slot, "remote_address");
                     slot.value.clear();
                     write_ip(&mut slot.value, ip);
                     return Wrote::Entry;
@@ -253,15 +252,24 @@ enum Wrote {
 
 /// Overwrites `slot` in place, keeping its strings' room for the next request.
 fn set(slot: &mut Entry, key: &str, value: &dyn std::fmt::Display) -> Wrote {
-    slot.key.clear();
-    slot.key.push_str(key);
+    set_key(slot, key);
     slot.value.clear();
     let _ = write!(slot.value, "{value}");
     Wrote::Entry
 }
 
-/// `ip` as `Display` writes it; IPv4 (the common case) through a stack buffer, without
-/// the formatting machinery or a capacity check per character.
+/// The slot's key, most often already the one the same action wrote last time.
+#[inline]
+fn set_key(slot: &mut Entry, key: &str) {
+    if slot.key != key {
+        slot.key.clear();
+        slot.key.push_str(key);
+    }
+}
+
+/// `ip` as `Display` writes it; IPv4 (the common case) a character at a time, without the
+/// formatting machinery (in safe code, a stack buffer would have to be validated as UTF-8,
+/// which costs more than the pushes).
 fn write_ip(out: &mut String, ip: std::net::IpAddr) {
     let std::net::IpAddr::V4(v4) = ip else {
         let _ = write!(out, "{ip}");

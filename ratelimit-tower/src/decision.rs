@@ -102,8 +102,12 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
     /// What `resp` means for a request with `headers` (read only to answer a denial in
     /// the caller's protocol).
     fn verdict<ResB: Default>(&self, resp: &Response, headers: &HeaderMap) -> Verdict<ResB> {
+        let denied = resp.overall_code == Code::OverLimit && !self.shadow_mode;
+        if !denied && self.headers == HeaderStyle::None {
+            return Verdict::Pass;
+        }
         let bound = headers::binding(resp);
-        if resp.overall_code == Code::OverLimit && !self.shadow_mode {
+        if denied {
             let mut h = HeaderMap::new();
             match bound {
                 Some((status, limit)) => headers::write(self.headers, status, limit, true, &mut h),
