@@ -193,15 +193,7 @@ impl Action {
                 None if *skip_if_absent => return Wrote::Skipped,
                 None => return Wrote::Failed,
             },
-            Action::RemoteAddress => match req.client {
-                Some(ip) => {
-                    set_key(slot, "remote_address");
-                    slot.value.clear();
-                    write_ip(&mut slot.value, ip);
-                    return Wrote::Entry;
-                }
-                None => return Wrote::Failed,
-            },
+            Action::RemoteAddress => return remote_address(req, slot),
             Action::MaskedRemoteAddress {
                 v4_prefix_len,
                 v6_prefix_len,
@@ -250,6 +242,18 @@ enum Wrote {
     Failed,
 }
 
+/// `remote_address`'s entry, or `Failed` when the client is unknown.
+#[inline]
+fn remote_address(req: &RequestInfo<'_>, slot: &mut Entry) -> Wrote {
+    let Some(ip) = req.client else {
+        return Wrote::Failed;
+    };
+    set_key(slot, "remote_address");
+    slot.value.clear();
+    write_ip(&mut slot.value, ip);
+    Wrote::Entry
+}
+
 /// Overwrites `slot` in place, keeping its strings' room for the next request.
 fn set(slot: &mut Entry, key: &str, value: &dyn std::fmt::Display) -> Wrote {
     set_key(slot, key);
@@ -270,6 +274,7 @@ fn set_key(slot: &mut Entry, key: &str) {
 /// `ip` as `Display` writes it; IPv4 (the common case) a character at a time, without the
 /// formatting machinery (in safe code, a stack buffer would have to be validated as UTF-8,
 /// which costs more than the pushes).
+#[inline]
 fn write_ip(out: &mut String, ip: std::net::IpAddr) {
     let std::net::IpAddr::V4(v4) = ip else {
         let _ = write!(out, "{ip}");
@@ -316,6 +321,7 @@ impl Descriptors {
 
     /// Fills `out` (domain already set) with this request's descriptors, reusing the
     /// strings a previous request left there; how many were made.
+    #[inline]
     pub fn fill(&self, req: &RequestInfo<'_>, out: &mut Request) -> usize {
         let mut made = 0;
         for actions in &self.lists {
@@ -331,7 +337,13 @@ impl Descriptors {
                 if d.entries.len() == entries {
                     d.entries.push(Entry::default());
                 }
-                match a.write(req, &mut d.entries[entries]) {
+                let slot = &mut d.entries[entries];
+                // The usual action without a call through the general one.
+                let wrote = match a {
+                    Action::RemoteAddress => remote_address(req, slot),
+                    _ => a.write(req, slot),
+                };
+                match wrote {
                     Wrote::Entry => entries += 1,
                     Wrote::Skipped => {}
                     Wrote::Failed => {

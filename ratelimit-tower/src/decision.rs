@@ -21,21 +21,23 @@ pub(crate) enum Verdict<B> {
     /// Hand it on; nothing to add.
     Pass,
     /// Hand it on; add these headers to its response.
-    Allow(HeaderMap),
+    Allow(Box<HeaderMap>),
     /// Answer it with this response instead.
-    Deny(http::Response<B>),
+    Deny(Box<http::Response<B>>),
 }
 
-/// A verdict now, or the core request to decide by awaiting the store.
+/// A verdict now, or the core request to decide by awaiting the store. The rare variants
+/// are boxed so that the usual answer (pass) comes back in registers.
 pub(crate) enum Step<B> {
     Done(Verdict<B>),
-    Later(Request),
+    Later(Box<Request>),
 }
 
 thread_local! {
     /// The core request and response of this thread's last in-process decision, whose
-    /// strings and vectors the next one reuses.
-    static SCRATCH: RefCell<(Request, Response)> = RefCell::new(Default::default());
+    /// strings and vectors the next one reuses. Empty until first use, so that the key
+    /// can be `const`-initialised, which is cheaper to reach than a lazily initialised one.
+    static SCRATCH: RefCell<Option<(Request, Response)>> = const { RefCell::new(None) };
 }
 
 impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
@@ -60,7 +62,7 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
         let info = self.info(req);
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => {
-                let (creq, cresp) = &mut *scratch;
+                let (creq, cresp) = scratch.get_or_insert_with(Default::default);
                 self.decide_into(&info, creq, cresp)
             }
             // Only if a custom action ran a request through a layer of its own.
@@ -81,7 +83,7 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
             return Step::Done(Verdict::Pass);
         }
         match self.limiter.should_rate_limit_now_into(creq, cresp) {
-            None => Step::Later(creq.clone()),
+            None => Step::Later(Box::new(creq.clone())),
             Some(Ok(())) => Step::Done(self.verdict(cresp, info.headers)),
             Some(Err(e)) => Step::Done(self.failed(&e, info.headers)),
         }
@@ -90,10 +92,10 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
     /// Decides a request the store must be awaited for.
     pub(crate) async fn decide_later<ResB: Default>(
         &self,
-        creq: Request,
+        creq: &Request,
         headers: &HeaderMap,
     ) -> Verdict<ResB> {
-        match self.limiter.should_rate_limit(&creq).await {
+        match self.limiter.should_rate_limit(creq).await {
             Ok(resp) => self.verdict(&resp, headers),
             Err(e) => self.failed(&e, headers),
         }
@@ -101,11 +103,23 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
 
     /// What `resp` means for a request with `headers` (read only to answer a denial in
     /// the caller's protocol).
+    #[inline]
     fn verdict<ResB: Default>(&self, resp: &Response, headers: &HeaderMap) -> Verdict<ResB> {
         let denied = resp.overall_code == Code::OverLimit && !self.shadow_mode;
         if !denied && self.headers == HeaderStyle::None {
             return Verdict::Pass;
         }
+        self.answer(resp, headers, denied)
+    }
+
+    /// The verdict of a denial, or of a pass with headers.
+    #[inline(never)]
+    fn answer<ResB: Default>(
+        &self,
+        resp: &Response,
+        headers: &HeaderMap,
+        denied: bool,
+    ) -> Verdict<ResB> {
         let bound = headers::binding(resp);
         if denied {
             let mut h = HeaderMap::new();
@@ -115,18 +129,18 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
                     h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
                 }
             }
-            return Verdict::Deny(denial(
+            return Verdict::Deny(Box::new(denial(
                 StatusCode::TOO_MANY_REQUESTS,
                 RESOURCE_EXHAUSTED,
                 is_grpc(headers),
                 h,
-            ));
+            )));
         }
         match bound {
             Some((status, limit)) if self.headers != HeaderStyle::None => {
                 let mut h = HeaderMap::new();
                 headers::write(self.headers, status, limit, false, &mut h);
-                Verdict::Allow(h)
+                Verdict::Allow(Box::new(h))
             }
             _ => Verdict::Pass,
         }
@@ -139,12 +153,12 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
         }
         match self.failure_mode {
             FailureMode::Open => Verdict::Pass,
-            FailureMode::Closed => Verdict::Deny(denial(
+            FailureMode::Closed => Verdict::Deny(Box::new(denial(
                 self.status_on_error,
                 UNAVAILABLE,
                 is_grpc(headers),
                 HeaderMap::new(),
-            )),
+            ))),
         }
     }
 }

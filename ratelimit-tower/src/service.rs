@@ -59,7 +59,7 @@ where
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
         let headers = match self.shared.decide_now(&req) {
             Step::Done(Verdict::Pass) => None,
-            Step::Done(Verdict::Allow(h)) => Some(Box::new(h)),
+            Step::Done(Verdict::Allow(h)) => Some(h),
             Step::Done(Verdict::Deny(resp)) => {
                 return ResponseFuture {
                     state: State::Ready {
@@ -74,14 +74,14 @@ where
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 let shared = self.shared.clone();
                 let fut = Box::pin(async move {
-                    match shared.decide_later(creq, req.headers()).await {
+                    match shared.decide_later(&creq, req.headers()).await {
                         Verdict::Pass => inner.call(req).await,
                         Verdict::Allow(h) => {
                             let mut resp = inner.call(req).await?;
-                            add_headers(&mut resp, h);
+                            add_headers(&mut resp, *h);
                             Ok(resp)
                         }
-                        Verdict::Deny(resp) => Ok(resp),
+                        Verdict::Deny(resp) => Ok(*resp),
                     }
                 });
                 return ResponseFuture {
@@ -121,7 +121,7 @@ pin_project! {
         // (axum boxes each), headers or not.
         Calling { #[pin] fut: F, headers: Option<Box<HeaderMap>> },
         // Denied during the call.
-        Ready { response: Option<http::Response<B>> },
+        Ready { response: Option<Box<http::Response<B>>> },
         // Awaiting the store, then the inner service.
         Deciding { fut: Boxed<B, E> },
     }
@@ -153,7 +153,7 @@ where
                 }
             }
             StateProj::Ready { response } => {
-                Poll::Ready(Ok(response.take().expect("polled after it completed")))
+                Poll::Ready(Ok(*response.take().expect("polled after it completed")))
             }
             StateProj::Deciding { fut } => fut.as_mut().poll(cx),
         }
