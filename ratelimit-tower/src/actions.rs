@@ -285,15 +285,35 @@ fn write_ip(out: &mut String, ip: std::net::IpAddr) {
         if i > 0 {
             out.push('.');
         }
-        if octet >= 100 {
-            out.push(char::from(b'0' + octet / 100));
+        let [len, d0, d1, d2] = OCTETS[usize::from(octet)];
+        out.push(char::from(d0));
+        if len > 1 {
+            out.push(char::from(d1));
         }
-        if octet >= 10 {
-            out.push(char::from(b'0' + octet / 10 % 10));
+        if len > 2 {
+            out.push(char::from(d2));
         }
-        out.push(char::from(b'0' + octet % 10));
     }
 }
+
+/// Each octet's decimal digits, as `[count, first, second, third]`: looked up rather than
+/// divided out.
+const OCTETS: [[u8; 4]; 256] = {
+    let mut t = [[0; 4]; 256];
+    let mut i = 0;
+    while i < 256 {
+        let o = i as u8;
+        t[i] = if o >= 100 {
+            [3, b'0' + o / 100, b'0' + o / 10 % 10, b'0' + o % 10]
+        } else if o >= 10 {
+            [2, b'0' + o / 10, b'0' + o % 10, 0]
+        } else {
+            [1, b'0' + o, 0, 0]
+        };
+        i += 1;
+    }
+    t
+};
 
 /// The action lists of a layer: one descriptor each.
 #[derive(Debug, Clone, Default)]

@@ -33,11 +33,20 @@ pub(crate) enum Step<B> {
     Later(Box<Request>),
 }
 
+/// The core request and response of a thread's last in-process decision, whose strings
+/// and vectors the next one reuses.
+#[derive(Default)]
+struct Scratch {
+    req: Request,
+    resp: Response,
+    /// The layer ([`Shared::id`]) whose domain `req` holds; 0: none.
+    domain_of: u64,
+}
+
 thread_local! {
-    /// The core request and response of this thread's last in-process decision, whose
-    /// strings and vectors the next one reuses. Empty until first use, so that the key
-    /// can be `const`-initialised, which is cheaper to reach than a lazily initialised one.
-    static SCRATCH: RefCell<Option<(Request, Response)>> = const { RefCell::new(None) };
+    /// Empty until first use, so that the key can be `const`-initialised, which is cheaper
+    /// to reach than a lazily initialised one.
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
 }
 
 impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
@@ -62,22 +71,21 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
         let info = self.info(req);
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => {
-                let (creq, cresp) = scratch.get_or_insert_with(Default::default);
-                self.decide_into(&info, creq, cresp)
+                self.decide_into(&info, scratch.get_or_insert_with(Default::default))
             }
             // Only if a custom action ran a request through a layer of its own.
-            Err(_) => self.decide_into(&info, &mut Request::default(), &mut Response::default()),
+            Err(_) => self.decide_into(&info, &mut Scratch::default()),
         })
     }
 
-    fn decide_into<ResB: Default>(
-        &self,
-        info: &RequestInfo<'_>,
-        creq: &mut Request,
-        cresp: &mut Response,
-    ) -> Step<ResB> {
-        creq.domain.clear();
-        creq.domain.push_str(&self.domain);
+    fn decide_into<ResB: Default>(&self, info: &RequestInfo<'_>, s: &mut Scratch) -> Step<ResB> {
+        let (creq, cresp) = (&mut s.req, &mut s.resp);
+        // The same layer on this thread as last time (the usual case) left its domain there.
+        if s.domain_of != self.id {
+            creq.domain.clear();
+            creq.domain.push_str(&self.domain);
+            s.domain_of = self.id;
+        }
         creq.hits_addend = 0;
         if self.descriptors.fill(info, creq) == 0 {
             return Step::Done(Verdict::Pass);
@@ -194,4 +202,52 @@ fn denial<B: Default>(
         *resp.status_mut() = status;
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use http::{Request, Response, StatusCode};
+    use tower::{Layer, Service, ServiceExt};
+
+    use crate::{Action, PeerAddr, RateLimit, RateLimitLayer, Rules};
+
+    fn status<S>(svc: &mut S) -> StatusCode
+    where
+        S: Service<Request<()>, Response = Response<String>, Error = std::convert::Infallible>,
+    {
+        let mut req = Request::new(());
+        let peer = SocketAddr::from(([10, 0, 0, 1], 4000));
+        req.extensions_mut().insert(PeerAddr(peer));
+        futures_executor::block_on(async {
+            let resp = svc.ready().await.unwrap().call(req).await;
+            resp.unwrap().status()
+        })
+    }
+
+    #[test]
+    fn layers_sharing_a_thread_keep_their_own_domains() {
+        let layer = |domain: &str, per_minute: u32| {
+            let rules =
+                Rules::new(domain).limit(["remote_address"], RateLimit::per_minute(per_minute));
+            let limiter = Arc::new(crate::in_memory(rules).unwrap());
+            let layer = RateLimitLayer::builder(limiter, domain)
+                .descriptor([Action::remote_address()])
+                .build()
+                .unwrap();
+            layer.layer(tower::service_fn(|_: Request<()>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+            }))
+        };
+        let (mut one, mut many) = (layer("one", 1), layer("many", 100));
+        // Each limiter knows only its own domain: a request sent with the other layer's
+        // would match no rule and pass.
+        assert_eq!(status(&mut many), StatusCode::OK);
+        assert_eq!(status(&mut one), StatusCode::OK);
+        assert_eq!(status(&mut many), StatusCode::OK);
+        assert_eq!(status(&mut one), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(status(&mut many), StatusCode::OK);
+    }
 }
