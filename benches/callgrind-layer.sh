@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Instructions per request through an axum router: bare, behind ratelimit-tower (memory
 # store, token bucket per address), behind tower_governor; each with and without headers.
-# (Ir(3N) - Ir(N)) / 2N cancels start-up, warm-up and quanta's calibration, so the ratio of
-# the layers' overheads holds on a busy machine, which timings do not.
+# Only what runs inside the bench's `run` (the requests) is counted, and (Ir(3N) - Ir(N)) / 2N
+# cancels the warm-up, so the ratio of the layers' overheads holds on a busy machine, which
+# timings do not. Counting the whole process would take in quanta's calibration (governor's
+# clock, built with tower_governor's router), which loops for a stretch of wall time: its
+# count differs between the two runs by up to ~1,000 Ir per request of `theirs`.
 # Usage: benches/callgrind-layer.sh [N]   (needs `apt-get install valgrind`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +15,8 @@ bin=$(ls -t target/release/deps/layer-* | grep -v '\.d$' | head -1)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 ir() {
-    LAYER_BENCH_ONLY="$1:$2" valgrind --tool=callgrind --callgrind-out-file="$out/cg.$1.$2" \
+    LAYER_BENCH_ONLY="$1:$2" valgrind --tool=callgrind --collect-atstart=no \
+        --toggle-collect='layer::run' --callgrind-out-file="$out/cg.$1.$2" \
         "$bin" >/dev/null 2>"$out/log"
     grep -E '^(summary|totals):' "$out/cg.$1.$2" | head -1 | awk '{print $2}'
 }

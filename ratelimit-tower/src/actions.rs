@@ -193,16 +193,7 @@ impl Action {
                 None if *skip_if_absent => return Wrote::Skipped,
                 None => return Wrote::Failed,
             },
-            Action::RemoteAddress => match req.client {
-                Some(ip) => {
-                    slot.key.clear();
-                    slot.key.push_str("remote_address");
-                    slot.value.clear();
-                    write_ip(&mut slot.value, ip);
-                    return Wrote::Entry;
-                }
-                None => return Wrote::Failed,
-            },
+            Action::RemoteAddress => return remote_address(req, slot),
             Action::MaskedRemoteAddress {
                 v4_prefix_len,
                 v6_prefix_len,
@@ -251,17 +242,39 @@ enum Wrote {
     Failed,
 }
 
+/// `remote_address`'s entry, or `Failed` when the client is unknown.
+#[inline]
+fn remote_address(req: &RequestInfo<'_>, slot: &mut Entry) -> Wrote {
+    let Some(ip) = req.client else {
+        return Wrote::Failed;
+    };
+    set_key(slot, "remote_address");
+    slot.value.clear();
+    write_ip(&mut slot.value, ip);
+    Wrote::Entry
+}
+
 /// Overwrites `slot` in place, keeping its strings' room for the next request.
 fn set(slot: &mut Entry, key: &str, value: &dyn std::fmt::Display) -> Wrote {
-    slot.key.clear();
-    slot.key.push_str(key);
+    set_key(slot, key);
     slot.value.clear();
     let _ = write!(slot.value, "{value}");
     Wrote::Entry
 }
 
-/// `ip` as `Display` writes it; IPv4 (the common case) through a stack buffer, without
-/// the formatting machinery or a capacity check per character.
+/// The slot's key, most often already the one the same action wrote last time.
+#[inline]
+fn set_key(slot: &mut Entry, key: &str) {
+    if slot.key != key {
+        slot.key.clear();
+        slot.key.push_str(key);
+    }
+}
+
+/// `ip` as `Display` writes it; IPv4 (the common case) a character at a time, without the
+/// formatting machinery (in safe code, a stack buffer would have to be validated as UTF-8,
+/// which costs more than the pushes).
+#[inline]
 fn write_ip(out: &mut String, ip: std::net::IpAddr) {
     let std::net::IpAddr::V4(v4) = ip else {
         let _ = write!(out, "{ip}");
@@ -272,15 +285,35 @@ fn write_ip(out: &mut String, ip: std::net::IpAddr) {
         if i > 0 {
             out.push('.');
         }
-        if octet >= 100 {
-            out.push(char::from(b'0' + octet / 100));
+        let [len, d0, d1, d2] = OCTETS[usize::from(octet)];
+        out.push(char::from(d0));
+        if len > 1 {
+            out.push(char::from(d1));
         }
-        if octet >= 10 {
-            out.push(char::from(b'0' + octet / 10 % 10));
+        if len > 2 {
+            out.push(char::from(d2));
         }
-        out.push(char::from(b'0' + octet % 10));
     }
 }
+
+/// Each octet's decimal digits, as `[count, first, second, third]`: looked up rather than
+/// divided out.
+const OCTETS: [[u8; 4]; 256] = {
+    let mut t = [[0; 4]; 256];
+    let mut i = 0;
+    while i < 256 {
+        let o = i as u8;
+        t[i] = if o >= 100 {
+            [3, b'0' + o / 100, b'0' + o / 10 % 10, b'0' + o % 10]
+        } else if o >= 10 {
+            [2, b'0' + o / 10, b'0' + o % 10, 0]
+        } else {
+            [1, b'0' + o, 0, 0]
+        };
+        i += 1;
+    }
+    t
+};
 
 /// The action lists of a layer: one descriptor each.
 #[derive(Debug, Clone, Default)]
@@ -308,6 +341,7 @@ impl Descriptors {
 
     /// Fills `out` (domain already set) with this request's descriptors, reusing the
     /// strings a previous request left there; how many were made.
+    #[inline]
     pub fn fill(&self, req: &RequestInfo<'_>, out: &mut Request) -> usize {
         let mut made = 0;
         for actions in &self.lists {
@@ -323,7 +357,13 @@ impl Descriptors {
                 if d.entries.len() == entries {
                     d.entries.push(Entry::default());
                 }
-                match a.write(req, &mut d.entries[entries]) {
+                let slot = &mut d.entries[entries];
+                // The usual action without a call through the general one.
+                let wrote = match a {
+                    Action::RemoteAddress => remote_address(req, slot),
+                    _ => a.write(req, slot),
+                };
+                match wrote {
                     Wrote::Entry => entries += 1,
                     Wrote::Skipped => {}
                     Wrote::Failed => {

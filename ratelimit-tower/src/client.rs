@@ -54,6 +54,7 @@ pub struct PeerAddr(pub SocketAddr);
 impl ClientAddress {
     /// The client's address for a request from `peer` with `headers`; `None` when the
     /// peer is unknown and no trusted header names the client.
+    #[inline]
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         if self.trusted_hops == 0 {
             return peer;

@@ -21,21 +21,32 @@ pub(crate) enum Verdict<B> {
     /// Hand it on; nothing to add.
     Pass,
     /// Hand it on; add these headers to its response.
-    Allow(HeaderMap),
+    Allow(Box<HeaderMap>),
     /// Answer it with this response instead.
-    Deny(http::Response<B>),
+    Deny(Box<http::Response<B>>),
 }
 
-/// A verdict now, or the core request to decide by awaiting the store.
+/// A verdict now, or the core request to decide by awaiting the store. The rare variants
+/// are boxed so that the usual answer (pass) comes back in registers.
 pub(crate) enum Step<B> {
     Done(Verdict<B>),
-    Later(Request),
+    Later(Box<Request>),
+}
+
+/// The core request and response of a thread's last in-process decision, whose strings
+/// and vectors the next one reuses.
+#[derive(Default)]
+struct Scratch {
+    req: Request,
+    resp: Response,
+    /// The layer ([`Shared::id`]) whose domain `req` holds; 0: none.
+    domain_of: u64,
 }
 
 thread_local! {
-    /// The core request and response of this thread's last in-process decision, whose
-    /// strings and vectors the next one reuses.
-    static SCRATCH: RefCell<(Request, Response)> = RefCell::new(Default::default());
+    /// Empty until first use, so that the key can be `const`-initialised, which is cheaper
+    /// to reach than a lazily initialised one.
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
 }
 
 impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
@@ -60,28 +71,27 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
         let info = self.info(req);
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => {
-                let (creq, cresp) = &mut *scratch;
-                self.decide_into(&info, creq, cresp)
+                self.decide_into(&info, scratch.get_or_insert_with(Default::default))
             }
             // Only if a custom action ran a request through a layer of its own.
-            Err(_) => self.decide_into(&info, &mut Request::default(), &mut Response::default()),
+            Err(_) => self.decide_into(&info, &mut Scratch::default()),
         })
     }
 
-    fn decide_into<ResB: Default>(
-        &self,
-        info: &RequestInfo<'_>,
-        creq: &mut Request,
-        cresp: &mut Response,
-    ) -> Step<ResB> {
-        creq.domain.clear();
-        creq.domain.push_str(&self.domain);
+    fn decide_into<ResB: Default>(&self, info: &RequestInfo<'_>, s: &mut Scratch) -> Step<ResB> {
+        let (creq, cresp) = (&mut s.req, &mut s.resp);
+        // The same layer on this thread as last time (the usual case) left its domain there.
+        if s.domain_of != self.id {
+            creq.domain.clear();
+            creq.domain.push_str(&self.domain);
+            s.domain_of = self.id;
+        }
         creq.hits_addend = 0;
         if self.descriptors.fill(info, creq) == 0 {
             return Step::Done(Verdict::Pass);
         }
         match self.limiter.should_rate_limit_now_into(creq, cresp) {
-            None => Step::Later(creq.clone()),
+            None => Step::Later(Box::new(creq.clone())),
             Some(Ok(())) => Step::Done(self.verdict(cresp, info.headers)),
             Some(Err(e)) => Step::Done(self.failed(&e, info.headers)),
         }
@@ -90,10 +100,10 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
     /// Decides a request the store must be awaited for.
     pub(crate) async fn decide_later<ResB: Default>(
         &self,
-        creq: Request,
+        creq: &Request,
         headers: &HeaderMap,
     ) -> Verdict<ResB> {
-        match self.limiter.should_rate_limit(&creq).await {
+        match self.limiter.should_rate_limit(creq).await {
             Ok(resp) => self.verdict(&resp, headers),
             Err(e) => self.failed(&e, headers),
         }
@@ -101,9 +111,25 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
 
     /// What `resp` means for a request with `headers` (read only to answer a denial in
     /// the caller's protocol).
+    #[inline]
     fn verdict<ResB: Default>(&self, resp: &Response, headers: &HeaderMap) -> Verdict<ResB> {
+        let denied = resp.overall_code == Code::OverLimit && !self.shadow_mode;
+        if !denied && self.headers == HeaderStyle::None {
+            return Verdict::Pass;
+        }
+        self.answer(resp, headers, denied)
+    }
+
+    /// The verdict of a denial, or of a pass with headers.
+    #[inline(never)]
+    fn answer<ResB: Default>(
+        &self,
+        resp: &Response,
+        headers: &HeaderMap,
+        denied: bool,
+    ) -> Verdict<ResB> {
         let bound = headers::binding(resp);
-        if resp.overall_code == Code::OverLimit && !self.shadow_mode {
+        if denied {
             let mut h = HeaderMap::new();
             match bound {
                 Some((status, limit)) => headers::write(self.headers, status, limit, true, &mut h),
@@ -111,18 +137,18 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
                     h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
                 }
             }
-            return Verdict::Deny(denial(
+            return Verdict::Deny(Box::new(denial(
                 StatusCode::TOO_MANY_REQUESTS,
                 RESOURCE_EXHAUSTED,
                 is_grpc(headers),
                 h,
-            ));
+            )));
         }
         match bound {
             Some((status, limit)) if self.headers != HeaderStyle::None => {
                 let mut h = HeaderMap::new();
                 headers::write(self.headers, status, limit, false, &mut h);
-                Verdict::Allow(h)
+                Verdict::Allow(Box::new(h))
             }
             _ => Verdict::Pass,
         }
@@ -135,12 +161,12 @@ impl<S: CounterStore + 'static, C: Clock + 'static> Shared<S, C> {
         }
         match self.failure_mode {
             FailureMode::Open => Verdict::Pass,
-            FailureMode::Closed => Verdict::Deny(denial(
+            FailureMode::Closed => Verdict::Deny(Box::new(denial(
                 self.status_on_error,
                 UNAVAILABLE,
                 is_grpc(headers),
                 HeaderMap::new(),
-            )),
+            ))),
         }
     }
 }
@@ -176,4 +202,52 @@ fn denial<B: Default>(
         *resp.status_mut() = status;
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use http::{Request, Response, StatusCode};
+    use tower::{Layer, Service, ServiceExt};
+
+    use crate::{Action, PeerAddr, RateLimit, RateLimitLayer, Rules};
+
+    fn status<S>(svc: &mut S) -> StatusCode
+    where
+        S: Service<Request<()>, Response = Response<String>, Error = std::convert::Infallible>,
+    {
+        let mut req = Request::new(());
+        let peer = SocketAddr::from(([10, 0, 0, 1], 4000));
+        req.extensions_mut().insert(PeerAddr(peer));
+        futures_executor::block_on(async {
+            let resp = svc.ready().await.unwrap().call(req).await;
+            resp.unwrap().status()
+        })
+    }
+
+    #[test]
+    fn layers_sharing_a_thread_keep_their_own_domains() {
+        let layer = |domain: &str, per_minute: u32| {
+            let rules =
+                Rules::new(domain).limit(["remote_address"], RateLimit::per_minute(per_minute));
+            let limiter = Arc::new(crate::in_memory(rules).unwrap());
+            let layer = RateLimitLayer::builder(limiter, domain)
+                .descriptor([Action::remote_address()])
+                .build()
+                .unwrap();
+            layer.layer(tower::service_fn(|_: Request<()>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+            }))
+        };
+        let (mut one, mut many) = (layer("one", 1), layer("many", 100));
+        // Each limiter knows only its own domain: a request sent with the other layer's
+        // would match no rule and pass.
+        assert_eq!(status(&mut many), StatusCode::OK);
+        assert_eq!(status(&mut one), StatusCode::OK);
+        assert_eq!(status(&mut many), StatusCode::OK);
+        assert_eq!(status(&mut one), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(status(&mut many), StatusCode::OK);
+    }
 }

@@ -140,6 +140,7 @@ impl<S: CounterStore + 'static, C: Clock + 'static> LayerBuilder<S, C> {
         }
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
+                id: crate::settings::next_id(),
                 limiter: self.limiter,
                 domain: self.domain,
                 descriptors: self.descriptors,

@@ -2,6 +2,7 @@
 //! layer, its service and the decision path all read it without depending on each other.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::StatusCode;
 use ratelimit_core::{Error, Limiter};
@@ -30,6 +31,8 @@ pub type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
 
 /// What every service of a layer shares.
 pub(crate) struct Shared<S, C> {
+    /// Unique per layer built in this process (from 1), never reused, unlike an address.
+    pub(crate) id: u64,
     pub(crate) limiter: Arc<Limiter<S, C>>,
     pub(crate) domain: String,
     pub(crate) descriptors: Descriptors,
@@ -39,4 +42,10 @@ pub(crate) struct Shared<S, C> {
     pub(crate) failure_mode: FailureMode,
     pub(crate) status_on_error: StatusCode,
     pub(crate) on_error: Option<ErrorHook>,
+}
+
+/// A new [`Shared::id`].
+pub(crate) fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
