@@ -207,9 +207,32 @@ struct Children {
     by_key: NameMap<Node>,
     /// `key_value` patterns containing `*`, in config order; the first match wins.
     wildcards: Vec<Box<str>>,
-    /// No wildcard and no name with `_`: a request's `key_value` (which always holds a
-    /// `_`) cannot match here, so matching skips building and hashing it.
-    key_only: bool,
+    /// The request keys whose `key_value` can be a name here: the part before each `_`
+    /// of every name (an explicit value's key, or a key that holds `_` itself, as
+    /// Envoy's `remote_address` and `generic_key` do). See [`Children::bare_key_only`].
+    value_keys: NameMap<()>,
+}
+
+impl Children {
+    /// Whether an entry with `key` can only match its bare key here: no wildcard, and no
+    /// name is `key_` and more. Then matching skips building and looking up its
+    /// `key_value`, which upstream's lookup tries first.
+    #[inline(always)]
+    fn bare_key_only(&self, key: &str) -> bool {
+        self.wildcards.is_empty() && (self.value_keys.is_empty() || !self.value_keys.has(key))
+    }
+
+    /// Fills [`Children::value_keys`] once every name is in.
+    fn index_value_keys(&mut self) {
+        for name in self.by_key.keys() {
+            for (i, _) in name.match_indices('_') {
+                let key = &name[..i];
+                if !self.value_keys.contains_key(key) {
+                    self.value_keys.insert(key.into(), ());
+                }
+            }
+        }
+    }
 }
 
 /// The rules of one domain.
@@ -251,7 +274,7 @@ impl<'a> DomainView<'a> {
     /// order, then the bare `key` (a level configured with keys only looks up just that).
     #[inline(always)]
     fn child(level: &'a Children, e: &Entry, scratch: &mut String) -> Option<&'a Node> {
-        if level.key_only {
+        if level.bare_key_only(&e.key) {
             return level.by_key.get(e.key.as_str());
         }
         scratch.clear();

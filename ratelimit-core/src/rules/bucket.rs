@@ -82,7 +82,7 @@ impl DomainView<'_> {
         value: &str,
         scratch: &mut String,
     ) -> Option<(u8, &'a Node)> {
-        if !level.key_only {
+        if !level.bare_key_only(key) {
             scratch.clear();
             scratch.push_str(key);
             scratch.push('_');

@@ -106,8 +106,7 @@ impl Compiler<'_> {
             }
             children.by_key.insert(final_key.into_boxed_str(), node);
         }
-        children.key_only =
-            children.wildcards.is_empty() && children.by_key.keys().all(|k| !k.contains('_'));
+        children.index_value_keys();
         Ok(())
     }
 

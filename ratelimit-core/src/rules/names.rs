@@ -43,6 +43,12 @@ impl<V> NameMap<V> {
         None
     }
 
+    /// [`NameMap::contains_key`] for the hot path, compared as [`NameMap::get`] does.
+    #[inline(always)]
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
     pub(super) fn contains_key(&self, name: &str) -> bool {
         self.position(name).is_some()
     }

@@ -43,6 +43,33 @@ fn key_value_lookup_still_reaches_names_with_underscores() {
     assert_eq!(matched(&r, &[("a", "c")]), None);
 }
 
+/// Only an entry whose key is the part before some `_` of a name at its level goes
+/// through the `key_value` lookup; any other key (Envoy's `remote_address` among names
+/// holding `_`) is matched by its bare key alone, with the same answers as upstream.
+#[test]
+fn the_key_value_lookup_is_skipped_only_for_keys_no_name_starts_with() {
+    let limit = "    rate_limit: {unit: second, requests_per_unit: 1}\n";
+    let r = rules(&format!(
+        "domain: d\ndescriptors:\n  - key: x_y_z\n{limit}  - key: user\n    value: a_b\n{limit}  - key: remote_address\n{limit}  - key: outer\n    descriptors:\n      - key: in_ner\n    {limit}"
+    ));
+    for (entries, want) in [
+        (&[("x", "y_z")][..], Some("d.x_y_z")),
+        (&[("x_y", "z")], Some("d.x_y_z")),
+        (&[("x_y_z", "q")], Some("d.x_y_z")),
+        (&[("user", "a_b")], Some("d.user_a_b")),
+        (&[("user_a", "b")], Some("d.user_a_b")),
+        (&[("user", "c")], None),
+        (&[("remote_address", "10.0.0.1")], Some("d.remote_address")),
+        (&[("remote", "address")], Some("d.remote_address")),
+        (&[("remote", "other")], None),
+        (&[("outer", "o"), ("in_ner", "v")], Some("d.outer.in_ner")),
+        (&[("outer", "o"), ("in", "ner")], Some("d.outer.in_ner")),
+        (&[("outer", "o"), ("in", "x")], None),
+    ] {
+        assert_eq!(matched(&r, entries).as_deref(), want, "{entries:?}");
+    }
+}
+
 /// Levels switch from comparing names in a row to a hash index above 8 names; both
 /// find every name, and duplicates are refused on either side of the switch.
 #[test]
