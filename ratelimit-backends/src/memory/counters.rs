@@ -273,7 +273,7 @@ fn holds(chunks: &[Chunk], pos: u32, key: &[u8]) -> bool {
 /// `a == b` for cache keys, which are mostly 16 to 32 bytes: up to four overlapping
 /// eight-byte loads per side, inline, where a `memcmp` call costs more at such lengths.
 #[inline(always)]
-fn same_key(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_key(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

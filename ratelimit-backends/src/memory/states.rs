@@ -6,6 +6,7 @@ use parking_lot::MutexGuard;
 use ratelimit_core::algorithm::{Bucket, slide};
 use ratelimit_core::{Increment, Op};
 
+use super::counters::same_key;
 use super::{MemoryStore, Shard, sweep};
 
 /// What a sliding window or a token bucket keeps between requests.
@@ -69,7 +70,10 @@ impl MemoryStore {
         }
         let key = inc.key.as_str();
         let expires_at = now.saturating_add(inc.ttl_seconds);
-        if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| **k == *key) {
+        if let Some((_, state)) = shard
+            .states
+            .find_mut(hash, |(k, _)| same_key(k.as_bytes(), key.as_bytes()))
+        {
             let live = state.expires_at > now;
             let r = decide_state(live.then_some(&state.value), inc);
             if let (true, Some(value)) = (r.admitted, r.write) {
