@@ -1,5 +1,5 @@
-//! Replays the committed `ratelimit_proto` and `ratelimit_b3` cargo-fuzz corpora on stable:
-//! the same checks the fuzz targets run.
+//! Replays the committed `ratelimit_proto`, `rls_answer` and `ratelimit_b3` cargo-fuzz
+//! corpora on stable: the same checks the fuzz targets run.
 
 use std::path::PathBuf;
 
@@ -11,6 +11,27 @@ mod proto_harness;
 
 #[path = "../../../fuzz/harness/ratelimit_b3.rs"]
 mod b3_harness;
+
+#[path = "../../../fuzz/harness/rls_answer.rs"]
+mod answer_harness;
+
+#[test]
+fn answer_corpus_is_encoded_by_hand_as_prost_encodes_it() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/rls_answer");
+    let mut seen = 0;
+    let mut decoded = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        seen += 1;
+        decoded += usize::from(answer_harness::run(&bytes));
+        // Every cut of a seed too: truncated messages decode partly or not at all.
+        for end in 0..bytes.len() {
+            answer_harness::run(&bytes[..end]);
+        }
+    }
+    assert!(seen >= 5, "corpus has {seen} files");
+    assert!(decoded >= 5, "the seeds still decode");
+}
 
 #[test]
 fn proto_corpus_decodes_or_fails_cleanly() {
