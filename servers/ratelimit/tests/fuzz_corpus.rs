@@ -15,34 +15,38 @@ mod b3_harness;
 #[path = "../../../fuzz/harness/rls_answer.rs"]
 mod answer_harness;
 
-#[test]
-fn answer_corpus_is_encoded_by_hand_as_prost_encodes_it() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/rls_answer");
+/// Runs `check` on every file of the cargo-fuzz corpus `target`; how many files there
+/// were, and how many `check` accepted.
+fn replay(target: &str, mut check: impl FnMut(&[u8]) -> bool) -> (usize, usize) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
     let mut seen = 0;
-    let mut decoded = 0;
+    let mut accepted = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
         seen += 1;
-        decoded += usize::from(answer_harness::run(&bytes));
+        accepted += usize::from(check(&bytes));
+    }
+    (seen, accepted)
+}
+
+#[test]
+fn answer_corpus_is_encoded_by_hand_as_prost_encodes_it() {
+    let (seen, decoded) = replay("rls_answer", |bytes| {
         // Every cut of a seed too: truncated messages decode partly or not at all.
         for end in 0..bytes.len() {
             answer_harness::run(&bytes[..end]);
         }
-    }
+        answer_harness::run(bytes)
+    });
     assert!(seen >= 5, "corpus has {seen} files");
     assert!(decoded >= 5, "the seeds still decode");
 }
 
 #[test]
 fn proto_corpus_decodes_or_fails_cleanly() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ratelimit_proto");
-    let mut seen = 0;
-    let mut converted = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        seen += 1;
-        converted += usize::from(proto_harness::run(&bytes));
-    }
+    let (seen, converted) = replay("ratelimit_proto", proto_harness::run);
     assert!(seen >= 5, "corpus has {seen} files");
     assert!(converted >= 1, "the valid seeds still convert");
 }
@@ -84,14 +88,7 @@ fn the_encoded_limits_check_is_never_weaker_than_the_decoded_one() {
 
 #[test]
 fn b3_corpus_parses_or_fails_cleanly() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/ratelimit_b3");
-    let mut seen = 0;
-    let mut parsed = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        seen += 1;
-        parsed += usize::from(b3_harness::run(&bytes));
-    }
+    let (seen, parsed) = replay("ratelimit_b3", b3_harness::run);
     assert!(seen >= 5, "corpus has {seen} files");
     assert!(parsed >= 1, "the valid seeds still parse");
 }
