@@ -219,7 +219,8 @@ impl Children {
     /// `key_value`, which upstream's lookup tries first.
     #[inline(always)]
     fn bare_key_only(&self, key: &str) -> bool {
-        self.wildcards.is_empty() && (self.value_keys.is_empty() || !self.value_keys.has(key))
+        self.wildcards.is_empty()
+            && (self.value_keys.is_empty() || !self.value_keys.contains_key(key))
     }
 
     /// Fills [`Children::value_keys`] once every name is in.

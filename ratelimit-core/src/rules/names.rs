@@ -43,14 +43,9 @@ impl<V> NameMap<V> {
         None
     }
 
-    /// [`NameMap::contains_key`] for the hot path, compared as [`NameMap::get`] does.
-    #[inline(always)]
-    pub(super) fn has(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-
+    #[inline(always)] // on the matching path too (`Children::bare_key_only`)
     pub(super) fn contains_key(&self, name: &str) -> bool {
-        self.position(name).is_some()
+        self.get(name).is_some()
     }
 
     pub(super) fn is_empty(&self) -> bool {
