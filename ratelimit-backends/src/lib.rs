@@ -7,11 +7,14 @@
 //!
 //! What this crate deliberately does not do: match rules, build keys, or choose a store from
 //! settings (the server shell does that).
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod clock;
 #[cfg(feature = "memory")]
 mod memory;
+
+pub use clock::SystemClock;
 
 #[cfg(feature = "memory")]
 pub use memory::MemoryStore;
@@ -52,60 +55,3 @@ pub(crate) fn fuzz_corpus(target: &str) -> Vec<Vec<u8>> {
 
 #[cfg(feature = "memcached")]
 pub use memcached::MemcachedStore;
-
-/// The system's wall clock: Unix seconds for window limits (upstream's resolution),
-/// microseconds for token buckets and sliding windows. A time before the epoch (a clock
-/// set wrong) reads as 0.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl ratelimit_core::Clock for SystemClock {
-    fn now(&self) -> u64 {
-        self.now_micros() / 1_000_000
-    }
-
-    #[cfg(target_os = "linux")]
-    #[inline]
-    fn now_micros(&self) -> u64 {
-        // The timespec as libc reads it: std's `SystemTime` adds `duration_since` with its
-        // checked arithmetic and a `Result`, which cost a decision more than its rule
-        // lookup (docs/benchmarks.md).
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
-        let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
-        u64::try_from(t.tv_sec).map_or(0, |s| s.saturating_mul(1_000_000) + nanos / 1_000)
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn now_micros(&self) -> u64 {
-        use std::time::{SystemTime, UNIX_EPOCH};
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-    }
-}
-
-#[cfg(test)]
-mod clock_tests {
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    use ratelimit_core::Clock;
-
-    use super::SystemClock;
-
-    #[test]
-    fn the_system_clock_is_the_wall_clock_in_both_resolutions() {
-        let micros = |t: SystemTime| {
-            let d = t.duration_since(UNIX_EPOCH).expect("after the epoch");
-            u64::try_from(d.as_micros()).expect("fits")
-        };
-        let before = micros(SystemTime::now());
-        let ours = SystemClock.now_micros();
-        let after = micros(SystemTime::now());
-        assert!(
-            (before..=after).contains(&ours),
-            "{before} <= {ours} <= {after}"
-        );
-        let secs = SystemClock.now();
-        assert!((before / 1_000_000..=after / 1_000_000 + 1).contains(&secs));
-    }
-}

@@ -1,0 +1,211 @@
+//! The system's wall clock, read for every decision.
+//!
+//! On x86-64 Linux, when the kernel itself keeps time with the TSC (its clocksource is
+//! `tsc`, which it picks only for a TSC that is invariant and synchronised across cores),
+//! a thread reads the TSC and adds the ticks since its own anchor, a pair of TSC and OS
+//! clock readings it retakes every [`SPAN_NS`]. That is ~10 ns against the vDSO's ~25 ns
+//! (docs/benchmarks.md), with no calibration loop at start: the tick rate is measured
+//! against `CLOCK_MONOTONIC` between a thread's anchors. Anywhere else, and until a thread
+//! has its rate, the OS clock is read directly.
+
+/// The system's wall clock: Unix seconds for window limits (upstream's resolution),
+/// microseconds for token buckets and sliding windows. A time before the epoch (a clock
+/// set wrong) reads as 0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl ratelimit_core::Clock for SystemClock {
+    fn now(&self) -> u64 {
+        self.now_micros() / 1_000_000
+    }
+
+    #[inline]
+    fn now_micros(&self) -> u64 {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        return tsc::wall_nanos() / 1_000;
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        return os::wall_nanos() / 1_000;
+    }
+}
+
+mod os {
+    /// Nanoseconds since the epoch from the OS, as libc reads `CLOCK_REALTIME` (std's
+    /// `SystemTime` adds checked arithmetic and a `Result` a decision does not need).
+    #[cfg(target_os = "linux")]
+    pub(super) fn wall_nanos() -> u64 {
+        nanos(rustix::time::clock_gettime(rustix::time::ClockId::Realtime))
+    }
+
+    /// Nanoseconds of `CLOCK_MONOTONIC`, which NTP slews like the wall clock but never steps.
+    #[cfg(target_os = "linux")]
+    pub(super) fn monotonic_nanos() -> u64 {
+        nanos(rustix::time::clock_gettime(rustix::time::ClockId::Monotonic))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn nanos(t: rustix::time::Timespec) -> u64 {
+        let sub = u64::try_from(t.tv_nsec).unwrap_or(0);
+        u64::try_from(t.tv_sec).map_or(0, |s| s.saturating_mul(1_000_000_000) + sub)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn wall_nanos() -> u64 {
+        use std::time::{SystemTime, UNIX_EPOCH};
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// How long a thread's anchor serves before it reads the OS clocks again. A wall clock
+/// stepped by NTP shows within this; between anchors the error is the rate's, under a
+/// microsecond here (the test below bounds it).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+const SPAN_NS: u64 = 100_000_000;
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod tsc {
+    use std::cell::Cell;
+    use std::sync::OnceLock;
+
+    use super::{SPAN_NS, os};
+
+    /// One thread's pairing of the TSC with the OS clocks.
+    #[derive(Clone, Copy)]
+    struct Anchor {
+        ticks: u64,
+        wall_ns: u64,
+        monotonic_ns: u64,
+        /// Nanoseconds per tick in 32.32 fixed point; 0 until measured (or if the TSC is not
+        /// to be trusted), which sends every read to the OS.
+        ns_per_tick: u64,
+    }
+
+    thread_local! {
+        static ANCHOR: Cell<Anchor> = const {
+            Cell::new(Anchor { ticks: 0, wall_ns: 0, monotonic_ns: 0, ns_per_tick: 0 })
+        };
+    }
+
+    /// Ticks the OS clock reads of a re-anchoring may take at most: more means the thread was
+    /// interrupted between them, and the pair would be off by the interruption.
+    const READS_MAX_TICKS: u64 = 2_000;
+
+    #[inline]
+    pub(super) fn wall_nanos() -> u64 {
+        let ticks = read_tsc();
+        let a = ANCHOR.get();
+        let since = (u128::from(ticks.wrapping_sub(a.ticks)) * u128::from(a.ns_per_tick)) >> 32;
+        if a.ns_per_tick != 0 && since < u128::from(SPAN_NS) {
+            // `since` < SPAN_NS fits; the anchor's wall time is an OS reading, far from the end.
+            return a.wall_ns + since as u64;
+        }
+        reanchor(a)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reanchor(old: Anchor) -> u64 {
+        static TRUSTED: OnceLock<bool> = OnceLock::new();
+        if !*TRUSTED.get_or_init(kernel_uses_tsc) {
+            return os::wall_nanos();
+        }
+        for _ in 0..3 {
+            let before = read_tsc();
+            let wall_ns = os::wall_nanos();
+            let monotonic_ns = os::monotonic_nanos();
+            let after = read_tsc();
+            let reads = after.wrapping_sub(before);
+            if reads > READS_MAX_TICKS {
+                continue;
+            }
+            let ticks = before + reads / 2;
+            let elapsed_ns = monotonic_ns.wrapping_sub(old.monotonic_ns);
+            let measured = (old.ticks != 0 && ticks > old.ticks && elapsed_ns >= SPAN_NS / 2)
+                .then(|| (u128::from(elapsed_ns) << 32) / u128::from(ticks - old.ticks))
+                .and_then(|rate| u64::try_from(rate).ok());
+            let ns_per_tick = match (measured, old.ns_per_tick) {
+                (Some(rate), _) => rate,
+                // No rate yet and too short a baseline: keep the first anchor, so that a
+                // later read measures over a longer one.
+                (None, 0) if old.ticks != 0 => return wall_ns,
+                (None, rate) => rate,
+            };
+            ANCHOR.set(Anchor {
+                ticks,
+                wall_ns,
+                monotonic_ns,
+                ns_per_tick,
+            });
+            return wall_ns;
+        }
+        os::wall_nanos()
+    }
+
+    /// Whether this thread reads the TSC now (it has measured the tick rate).
+    #[cfg(test)]
+    pub(super) fn in_use() -> bool {
+        ANCHOR.get().ns_per_tick != 0
+    }
+
+    /// The kernel keeps time with the TSC only after checking that it is invariant and in
+    /// step across CPUs; then it is as good a clock for us as for the vDSO.
+    pub(super) fn kernel_uses_tsc() -> bool {
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc")
+    }
+
+    #[inline]
+    #[allow(unsafe_code)]
+    fn read_tsc() -> u64 {
+        // SAFETY: RDTSC takes no operands and touches no memory; every x86-64 CPU has it. It
+        // is `unsafe` only as all `core::arch` intrinsics once were. We reach here only when
+        // the kernel's own clocksource is the TSC, which the vDSO reads with the same
+        // instruction from user space, so it is enabled for this process.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use ratelimit_core::Clock;
+
+    use super::SystemClock;
+
+    fn micros(t: SystemTime) -> u64 {
+        let d = t.duration_since(UNIX_EPOCH).expect("after the epoch");
+        u64::try_from(d.as_micros()).expect("fits")
+    }
+
+    /// Each reading lies between std's readings before and after it, within `slack` µs.
+    fn check_readings(n: usize, pause: Duration, slack: u64) {
+        for _ in 0..n {
+            let before = micros(SystemTime::now());
+            let ours = SystemClock.now_micros();
+            let after = micros(SystemTime::now());
+            assert!(
+                (before.saturating_sub(slack)..=after + slack).contains(&ours),
+                "{before} <= {ours} <= {after} (± {slack} µs)"
+            );
+            let secs = SystemClock.now();
+            assert!((before / 1_000_000..=after / 1_000_000 + 1).contains(&secs));
+            std::thread::sleep(pause);
+        }
+    }
+
+    #[test]
+    fn the_system_clock_is_the_wall_clock_in_both_resolutions() {
+        check_readings(1, Duration::ZERO, 0);
+    }
+
+    /// Long enough for a thread to measure its tick rate and to re-anchor twice: readings
+    /// taken from the TSC stay within 2 µs of the OS clock's.
+    #[test]
+    fn readings_between_anchors_stay_with_the_wall_clock() {
+        check_readings(150, Duration::from_millis(2), 2);
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        assert_eq!(super::tsc::in_use(), super::tsc::kernel_uses_tsc());
+    }
+}
