@@ -201,10 +201,10 @@ mod tests {
     }
 
     /// Long enough for a thread to measure its tick rate and to re-anchor twice: readings
-    /// taken from the TSC stay within 2 µs of the OS clock's.
+    /// taken from the TSC stay within 5 µs of the OS clock's (a rate 0.1% off would be 100 µs off).
     #[test]
     fn readings_between_anchors_stay_with_the_wall_clock() {
-        check_readings(150, Duration::from_millis(2), 2);
+        check_readings(150, Duration::from_millis(2), 5);
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         assert_eq!(super::tsc::in_use(), super::tsc::kernel_uses_tsc());
     }
