@@ -6,7 +6,8 @@
 //! clock readings it retakes every [`SPAN_NS`]. That is ~10 ns against the vDSO's ~25 ns
 //! (docs/benchmarks.md), with no calibration loop at start: the tick rate is measured
 //! against `CLOCK_MONOTONIC` between a thread's anchors. Anywhere else, and until a thread
-//! has its rate, the OS clock is read directly.
+//! has its rate, the OS clock is read directly. The same anchor gives the server's
+//! response-time histograms a cheap `CLOCK_MONOTONIC`.
 
 /// The system's wall clock: Unix seconds for window limits (upstream's resolution),
 /// microseconds for token buckets and sliding windows. A time before the epoch (a clock
@@ -21,14 +22,46 @@ impl ratelimit_core::Clock for SystemClock {
 
     #[inline]
     fn now_micros(&self) -> u64 {
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-        return tsc::wall_nanos() / 1_000;
-        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-        return os::wall_nanos() / 1_000;
+        read(Reading::Wall) / 1_000
     }
 }
 
+impl SystemClock {
+    /// Nanoseconds of `CLOCK_MONOTONIC` (slewed by NTP, never stepped; its zero is
+    /// arbitrary), read as cheaply as the wall clock: for timing how long something took.
+    /// Readings on different threads may disagree by a microsecond, so subtract with
+    /// `saturating_sub`.
+    #[inline]
+    pub fn monotonic_nanos(&self) -> u64 {
+        read(Reading::Monotonic)
+    }
+}
+
+/// Which clock a reading is of.
+#[derive(Clone, Copy)]
+enum Reading {
+    Wall,
+    Monotonic,
+}
+
+#[inline(always)]
+fn read(which: Reading) -> u64 {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return tsc::nanos(which);
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    return os::nanos_of(which);
+}
+
 mod os {
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    pub(super) fn nanos_of(which: super::Reading) -> u64 {
+        use super::Reading;
+        match which {
+            Reading::Wall => wall_nanos(),
+            Reading::Monotonic => monotonic_nanos(),
+        }
+    }
+
     /// Nanoseconds since the epoch from the OS, as libc reads `CLOCK_REALTIME` (std's
     /// `SystemTime` adds checked arithmetic and a `Result` a decision does not need).
     #[cfg(target_os = "linux")]
@@ -46,6 +79,13 @@ mod os {
     fn nanos(t: rustix::time::Timespec) -> u64 {
         let sub = u64::try_from(t.tv_nsec).unwrap_or(0);
         u64::try_from(t.tv_sec).map_or(0, |s| s.saturating_mul(1_000_000_000) + sub)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn monotonic_nanos() -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let start = *START.get_or_init(std::time::Instant::now);
+        u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -68,7 +108,7 @@ mod tsc {
     use std::cell::Cell;
     use std::sync::OnceLock;
 
-    use super::{SPAN_NS, os};
+    use super::{Reading, SPAN_NS, os};
 
     /// One thread's pairing of the TSC with the OS clocks.
     #[derive(Clone, Copy)]
@@ -92,23 +132,33 @@ mod tsc {
     const READS_MAX_TICKS: u64 = 2_000;
 
     #[inline]
-    pub(super) fn wall_nanos() -> u64 {
+    pub(super) fn nanos(which: Reading) -> u64 {
         let ticks = read_tsc();
         let a = ANCHOR.get();
         let since = (u128::from(ticks.wrapping_sub(a.ticks)) * u128::from(a.ns_per_tick)) >> 32;
         if a.ns_per_tick != 0 && since < u128::from(SPAN_NS) {
-            // `since` < SPAN_NS fits; the anchor's wall time is an OS reading, far from the end.
-            return a.wall_ns + since as u64;
+            // `since` < SPAN_NS fits; the anchor's readings are the OS's, far from the end.
+            let base = match which {
+                Reading::Wall => a.wall_ns,
+                Reading::Monotonic => a.monotonic_ns,
+            };
+            return base + since as u64;
         }
-        reanchor(a)
+        let (wall_ns, monotonic_ns) = reanchor(a);
+        match which {
+            Reading::Wall => wall_ns,
+            Reading::Monotonic => monotonic_ns,
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn reanchor(old: Anchor) -> u64 {
+    /// The OS's wall and monotonic readings, taking them as the thread's new anchor when
+    /// they can serve as one.
+    fn reanchor(old: Anchor) -> (u64, u64) {
         static TRUSTED: OnceLock<bool> = OnceLock::new();
         if !*TRUSTED.get_or_init(kernel_uses_tsc) {
-            return os::wall_nanos();
+            return (os::wall_nanos(), os::monotonic_nanos());
         }
         for _ in 0..3 {
             let before = read_tsc();
@@ -128,7 +178,7 @@ mod tsc {
                 (Some(rate), _) => rate,
                 // No rate yet and too short a baseline: keep the first anchor, so that a
                 // later read measures over a longer one.
-                (None, 0) if old.ticks != 0 => return wall_ns,
+                (None, 0) if old.ticks != 0 => return (wall_ns, monotonic_ns),
                 (None, rate) => rate,
             };
             ANCHOR.set(Anchor {
@@ -137,9 +187,9 @@ mod tsc {
                 monotonic_ns,
                 ns_per_tick,
             });
-            return wall_ns;
+            return (wall_ns, monotonic_ns);
         }
-        os::wall_nanos()
+        (os::wall_nanos(), os::monotonic_nanos())
     }
 
     /// Whether this thread reads the TSC now (it has measured the tick rate).
@@ -179,7 +229,8 @@ mod tests {
         u64::try_from(d.as_micros()).expect("fits")
     }
 
-    /// Each reading lies between std's readings before and after it, within `slack` µs.
+    /// Each reading lies between std's (or, monotonic, the OS's) readings before and after
+    /// it, within `slack` µs.
     fn check_readings(n: usize, pause: Duration, slack: u64) {
         for _ in 0..n {
             let before = micros(SystemTime::now());
@@ -191,6 +242,16 @@ mod tests {
             );
             let secs = SystemClock.now();
             assert!((before / 1_000_000..=after / 1_000_000 + 1).contains(&secs));
+            #[cfg(target_os = "linux")]
+            {
+                let before = super::os::monotonic_nanos();
+                let ours = SystemClock.monotonic_nanos();
+                let after = super::os::monotonic_nanos();
+                assert!(
+                    (before.saturating_sub(slack * 1_000)..=after + slack * 1_000).contains(&ours),
+                    "monotonic: {before} <= {ours} <= {after} (± {slack} µs)"
+                );
+            }
             std::thread::sleep(pause);
         }
     }

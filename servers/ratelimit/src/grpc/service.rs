@@ -47,9 +47,9 @@ impl rls::rate_limit_service_server::RateLimitService for RlsService {
         request: Request<rls::RateLimitRequest>,
     ) -> Result<Response<rls::RateLimitResponse>, Status> {
         self.total_requests.fetch_add(1, Relaxed);
-        let started = std::time::Instant::now();
+        let started = crate::metrics::histogram::start();
         let r = self.decide(request).await;
-        self.app.metrics.response_time.observe(started.elapsed());
+        self.app.metrics.response_time.observe_since(started);
         r
     }
 }

@@ -1,13 +1,30 @@
 //! A fixed-bucket latency histogram updated with atomics, so recording costs no lock.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+
+use ratelimit_backends::SystemClock;
 
 /// Upper bounds in seconds: statsd_exporter's default buckets, which dashboards built on
 /// upstream's Prometheus sink expect.
 pub const BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+/// [`BUCKETS`] in nanoseconds, what an observation is compared with.
+const BOUNDS_NS: [u64; BUCKETS.len()] = {
+    let mut b = [0; BUCKETS.len()];
+    let mut i = 0;
+    while i < b.len() {
+        b[i] = (BUCKETS[i] * 1e9) as u64;
+        i += 1;
+    }
+    b
+};
+
+/// A reading to time an operation from, for [`Histogram::observe_since`].
+pub fn start() -> u64 {
+    SystemClock.monotonic_nanos()
+}
 
 /// Counts of observations per bucket (the last slot is +Inf), their sum and count.
 #[derive(Debug, Default)]
@@ -29,15 +46,19 @@ pub struct HistogramSnapshot {
 }
 
 impl Histogram {
-    /// Records one observation.
-    pub fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        let i = BUCKETS
+    /// Records the time since `started`, a [`start`] reading.
+    pub fn observe_since(&self, started: u64) {
+        self.observe_nanos(start().saturating_sub(started));
+    }
+
+    /// Records one observation of `ns` nanoseconds.
+    pub fn observe_nanos(&self, ns: u64) {
+        let i = BOUNDS_NS
             .iter()
-            .position(|b| secs <= *b)
+            .position(|b| ns <= *b)
             .unwrap_or(BUCKETS.len());
         self.buckets[i].fetch_add(1, Relaxed);
-        self.sum_micros.fetch_add(d.as_micros() as u64, Relaxed);
+        self.sum_micros.fetch_add(ns / 1_000, Relaxed);
         self.count.fetch_add(1, Relaxed);
     }
 
@@ -73,5 +94,52 @@ impl HistogramSnapshot {
             .unwrap_or(BUCKETS[BUCKETS.len() - 1] * 2.0);
         let lo = if i == 0 { 0.0 } else { BUCKETS[i - 1] };
         (lo + hi) / 2.0 * 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_observation_lands_in_the_first_bucket_whose_bound_it_does_not_pass() {
+        assert_eq!(
+            BOUNDS_NS,
+            [
+                5_000_000,
+                10_000_000,
+                25_000_000,
+                50_000_000,
+                100_000_000,
+                250_000_000,
+                500_000_000,
+                1_000_000_000,
+                2_500_000_000,
+                5_000_000_000,
+                10_000_000_000
+            ]
+        );
+        let h = Histogram::default();
+        for ns in [0, 5_000_000, 5_000_001, 10_000_000_001] {
+            h.observe_nanos(ns);
+        }
+        let s = h.snapshot();
+        assert_eq!(s.buckets[0], 2);
+        assert_eq!(s.buckets[1], 1);
+        assert_eq!(s.buckets[BUCKETS.len()], 1);
+        assert_eq!(s.count, 4);
+        assert!((s.sum - 10.010_000_001).abs() < 1e-6, "{}", s.sum);
+    }
+
+    #[test]
+    fn observe_since_times_from_a_start_reading() {
+        let h = Histogram::default();
+        let started = start();
+        std::thread::sleep(std::time::Duration::from_millis(6));
+        h.observe_since(started);
+        let s = h.snapshot();
+        assert_eq!(s.buckets[0], 0, "6 ms is past the first bound");
+        assert_eq!(s.count, 1);
+        assert!((0.006..1.0).contains(&s.sum), "{}", s.sum);
     }
 }

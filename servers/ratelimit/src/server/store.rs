@@ -2,7 +2,6 @@
 //! in spans when tracing is on.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -12,7 +11,7 @@ use ratelimit_core::{CounterStore, Increment, StoreError};
 
 use crate::log::{self, Level};
 use crate::metrics::Metrics;
-use crate::metrics::histogram::Histogram;
+use crate::metrics::histogram::{self, Histogram};
 use crate::settings::{BackendType, Settings};
 
 /// The store, and the Redis store again when it is one (its pools feed gauges).
@@ -94,23 +93,23 @@ impl CounterStore for TimedStore {
         batch: &[Increment],
         counts: &mut [u64],
     ) -> Result<(), StoreError> {
-        let started = Instant::now();
+        let started = histogram::start();
         let r = self.store.increment(now, batch, counts).await;
-        self.histogram.observe(started.elapsed());
+        self.histogram.observe_since(started);
         r
     }
 
     async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
-        let started = Instant::now();
+        let started = histogram::start();
         let r = self.store.get(now, keys, out).await;
-        self.histogram.observe(started.elapsed());
+        self.histogram.observe_since(started);
         r
     }
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
-        let started = Instant::now();
+        let started = histogram::start();
         let r = self.store.refund(now, batch).await;
-        self.histogram.observe(started.elapsed());
+        self.histogram.observe_since(started);
         r
     }
 
