@@ -127,10 +127,6 @@ mod tsc {
         };
     }
 
-    /// Ticks the OS clock reads of a re-anchoring may take at most: more means the thread was
-    /// interrupted between them, and the pair would be off by the interruption.
-    const READS_MAX_TICKS: u64 = 2_000;
-
     #[inline]
     pub(super) fn nanos(which: Reading) -> u64 {
         let ticks = read_tsc();
@@ -151,45 +147,46 @@ mod tsc {
         }
     }
 
-    #[cold]
-    #[inline(never)]
     /// The OS's wall and monotonic readings, taking them as the thread's new anchor when
     /// they can serve as one.
+    #[cold]
+    #[inline(never)]
     fn reanchor(old: Anchor) -> (u64, u64) {
         static TRUSTED: OnceLock<bool> = OnceLock::new();
         if !*TRUSTED.get_or_init(kernel_uses_tsc) {
             return (os::wall_nanos(), os::monotonic_nanos());
         }
-        for _ in 0..3 {
-            let before = read_tsc();
-            let wall_ns = os::wall_nanos();
-            let monotonic_ns = os::monotonic_nanos();
-            let after = read_tsc();
-            let reads = after.wrapping_sub(before);
-            if reads > READS_MAX_TICKS {
-                continue;
-            }
-            let ticks = before + reads / 2;
-            let elapsed_ns = monotonic_ns.wrapping_sub(old.monotonic_ns);
-            let measured = (old.ticks != 0 && ticks > old.ticks && elapsed_ns >= SPAN_NS / 2)
-                .then(|| (u128::from(elapsed_ns) << 32) / u128::from(ticks - old.ticks))
-                .and_then(|rate| u64::try_from(rate).ok());
-            let ns_per_tick = match (measured, old.ns_per_tick) {
-                (Some(rate), _) => rate,
-                // No rate yet and too short a baseline: keep the first anchor, so that a
-                // later read measures over a longer one.
-                (None, 0) if old.ticks != 0 => return (wall_ns, monotonic_ns),
-                (None, rate) => rate,
-            };
-            ANCHOR.set(Anchor {
-                ticks,
-                wall_ns,
-                monotonic_ns,
-                ns_per_tick,
-            });
-            return (wall_ns, monotonic_ns);
-        }
-        (os::wall_nanos(), os::monotonic_nanos())
+        // The pairing is as good as the reads are quick: an interruption between them would
+        // put it off by its length for a whole span. The quickest of three is kept.
+        let (ticks, wall_ns, monotonic_ns) = (0..3)
+            .map(|_| {
+                let before = read_tsc();
+                let wall_ns = os::wall_nanos();
+                let monotonic_ns = os::monotonic_nanos();
+                let reads = read_tsc().wrapping_sub(before);
+                (reads, before.wrapping_add(reads / 2), wall_ns, monotonic_ns)
+            })
+            .min_by_key(|sample| sample.0)
+            .map(|(_, ticks, wall, mono)| (ticks, wall, mono))
+            .unwrap_or_default();
+        let elapsed_ns = monotonic_ns.wrapping_sub(old.monotonic_ns);
+        let measured = (old.ticks != 0 && ticks > old.ticks && elapsed_ns >= SPAN_NS / 2)
+            .then(|| (u128::from(elapsed_ns) << 32) / u128::from(ticks - old.ticks))
+            .and_then(|rate| u64::try_from(rate).ok());
+        let ns_per_tick = match (measured, old.ns_per_tick) {
+            (Some(rate), _) => rate,
+            // No rate yet and too short a baseline: keep the first anchor, so that a later
+            // read measures over a longer one.
+            (None, 0) if old.ticks != 0 => return (wall_ns, monotonic_ns),
+            (None, rate) => rate,
+        };
+        ANCHOR.set(Anchor {
+            ticks,
+            wall_ns,
+            monotonic_ns,
+            ns_per_tick,
+        });
+        (wall_ns, monotonic_ns)
     }
 
     /// Whether this thread reads the TSC now (it has measured the tick rate).
