@@ -72,7 +72,9 @@ mod os {
     /// Nanoseconds of `CLOCK_MONOTONIC`, which NTP slews like the wall clock but never steps.
     #[cfg(target_os = "linux")]
     pub(super) fn monotonic_nanos() -> u64 {
-        nanos(rustix::time::clock_gettime(rustix::time::ClockId::Monotonic))
+        nanos(rustix::time::clock_gettime(
+            rustix::time::ClockId::Monotonic,
+        ))
     }
 
     #[cfg(target_os = "linux")]

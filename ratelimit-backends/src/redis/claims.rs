@@ -17,7 +17,7 @@ use ratelimit_core::quota::{BucketId, Elsewhere};
 use super::{RedisStore, err};
 
 /// Publishes a claim (or withdraws it: 0 streams) and sums the others' fresh claims.
-/// KEYS[1] the bucket's hash; ARGV: replica, streams, demand, held, staleness (ms), key
+/// `KEYS[1]` the bucket's hash; ARGV: replica, streams, demand, held, staleness (ms), key
 /// TTL (ms). A claim of no streams and nothing held is a withdrawal.
 pub const CLAIM: &str = r"local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

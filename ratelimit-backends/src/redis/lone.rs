@@ -22,7 +22,7 @@ use crate::redis_mux::Reply;
 /// before `now`) by `step`, and is admitted when that lands at most at `end`, `now +
 /// capacity × interval` (then written with `EX ttl`). `fresh` is `now + step`, the TAT
 /// written when the bucket is full, or empty when the request can never be admitted;
-/// `step` is `fresh - now`. The caller passes a bucket only when `end < 2^53` ([`lone`]),
+/// `step` is `fresh - now`. The caller passes a bucket only when `end < 2^53` (`lone`),
 /// so every TAT compared or written is an integer exact in a double. Every argument costs
 /// Redis about as much as a few Lua operations, hence no separate `step`.
 ///
