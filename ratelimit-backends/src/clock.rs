@@ -5,8 +5,9 @@
 //! a thread reads the TSC and adds the ticks since its own anchor, a pair of TSC and OS
 //! clock readings it retakes every [`SPAN_NS`]. That is ~10 ns against the vDSO's ~25 ns
 //! (docs/benchmarks.md), with no calibration loop at start: the tick rate is measured
-//! against `CLOCK_MONOTONIC` between a thread's anchors. Anywhere else, and until a thread
-//! has its rate, the OS clock is read directly. The same anchor gives the server's
+//! against `CLOCK_MONOTONIC` between a thread's anchors, and a new thread starts with the
+//! rate another one measured. Anywhere else, and in a process's first 50 ms, the OS clock is
+//! read directly. The same anchor gives the server's
 //! response-time histograms a cheap `CLOCK_MONOTONIC`.
 
 /// The system's wall clock: Unix seconds for window limits (upstream's resolution),
@@ -109,6 +110,7 @@ const SPAN_NS: u64 = 100_000_000;
 mod tsc {
     use std::cell::Cell;
     use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
     use super::{Reading, SPAN_NS, os};
 
@@ -118,8 +120,8 @@ mod tsc {
         ticks: u64,
         wall_ns: u64,
         monotonic_ns: u64,
-        /// Nanoseconds per tick in 32.32 fixed point; 0 until measured (or if the TSC is not
-        /// to be trusted), which sends every read to the OS.
+        /// Nanoseconds per tick in 32.32 fixed point; 0 until measured (by this thread or
+        /// another, [`RATE`]) or if the TSC is not to be trusted: every read goes to the OS.
         ns_per_tick: u64,
     }
 
@@ -149,6 +151,20 @@ mod tsc {
         }
     }
 
+    /// The tick rate (as [`Anchor::ns_per_tick`]) a thread measured last, for threads that
+    /// have not measured their own yet: the TSC runs at one rate on every core.
+    static RATE: AtomicU64 = AtomicU64::new(0);
+
+    /// One pairing of the TSC with the OS clocks: how many ticks the reads took, the tick
+    /// between them, the wall and the monotonic reading.
+    fn sample() -> (u64, u64, u64, u64) {
+        let before = read_tsc();
+        let wall_ns = os::wall_nanos();
+        let monotonic_ns = os::monotonic_nanos();
+        let reads = read_tsc().wrapping_sub(before);
+        (reads, before.wrapping_add(reads / 2), wall_ns, monotonic_ns)
+    }
+
     /// The OS's wall and monotonic readings, taking them as the thread's new anchor when
     /// they can serve as one.
     #[cold]
@@ -158,35 +174,38 @@ mod tsc {
         if !*TRUSTED.get_or_init(kernel_uses_tsc) {
             return (os::wall_nanos(), os::monotonic_nanos());
         }
+        let mut best = sample();
+        let known = match old.ns_per_tick {
+            0 => RATE.load(Relaxed),
+            rate => rate,
+        };
+        if known == 0 && old.ticks != 0 && best.3.wrapping_sub(old.monotonic_ns) < SPAN_NS / 2 {
+            // No rate anywhere yet, and too short a baseline to measure one: keep the first
+            // anchor, so that a later read measures over a longer one.
+            return (best.2, best.3);
+        }
         // The pairing is as good as the reads are quick: an interruption between them would
         // put it off by its length for a whole span. The quickest of three is kept.
-        let (ticks, wall_ns, monotonic_ns) = (0..3)
-            .map(|_| {
-                let before = read_tsc();
-                let wall_ns = os::wall_nanos();
-                let monotonic_ns = os::monotonic_nanos();
-                let reads = read_tsc().wrapping_sub(before);
-                (reads, before.wrapping_add(reads / 2), wall_ns, monotonic_ns)
-            })
-            .min_by_key(|sample| sample.0)
-            .map(|(_, ticks, wall, mono)| (ticks, wall, mono))
-            .unwrap_or_default();
+        for _ in 0..2 {
+            let s = sample();
+            if s.0 < best.0 {
+                best = s;
+            }
+        }
+        let (_, ticks, wall_ns, monotonic_ns) = best;
         let elapsed_ns = monotonic_ns.wrapping_sub(old.monotonic_ns);
         let measured = (old.ticks != 0 && ticks > old.ticks && elapsed_ns >= SPAN_NS / 2)
             .then(|| (u128::from(elapsed_ns) << 32) / u128::from(ticks - old.ticks))
-            .and_then(|rate| u64::try_from(rate).ok());
-        let ns_per_tick = match (measured, old.ns_per_tick) {
-            (Some(rate), _) => rate,
-            // No rate yet and too short a baseline: keep the first anchor, so that a later
-            // read measures over a longer one.
-            (None, 0) if old.ticks != 0 => return (wall_ns, monotonic_ns),
-            (None, rate) => rate,
-        };
+            .and_then(|rate| u64::try_from(rate).ok())
+            .filter(|rate| *rate != 0);
+        if let Some(rate) = measured {
+            RATE.store(rate, Relaxed);
+        }
         ANCHOR.set(Anchor {
             ticks,
             wall_ns,
             monotonic_ns,
-            ns_per_tick,
+            ns_per_tick: measured.unwrap_or(known),
         });
         (wall_ns, monotonic_ns)
     }
@@ -267,5 +286,27 @@ mod tests {
         check_readings(150, Duration::from_millis(2), 5);
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         assert_eq!(super::tsc::in_use(), super::tsc::kernel_uses_tsc());
+    }
+
+    /// A thread started once the rate is known reads the TSC from its second reading on.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[test]
+    fn a_new_thread_starts_with_the_known_rate() {
+        if !super::tsc::kernel_uses_tsc() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        while !super::tsc::in_use() {
+            assert!(t0.elapsed() < Duration::from_secs(5), "no rate measured");
+            SystemClock.now_micros();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let fresh = std::thread::spawn(|| {
+            SystemClock.now_micros();
+            let in_use = super::tsc::in_use();
+            check_readings(20, Duration::ZERO, 5);
+            in_use
+        });
+        assert!(fresh.join().expect("no panic"));
     }
 }
