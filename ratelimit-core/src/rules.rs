@@ -60,6 +60,13 @@ struct Level {
 }
 
 impl Rule {
+    /// Whether this rule's statistics are looked up per request (`detailed_metric` or
+    /// `value_to_metric` on its path) rather than kept in [`Rule::stats`].
+    #[inline]
+    pub fn has_dynamic_stats(&self) -> bool {
+        self.dynamic_stats
+    }
+
     /// The stats key for a request that matched this rule. Static unless the rule uses
     /// `detailed_metric` or `value_to_metric` on its path.
     #[inline]

@@ -300,7 +300,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
     /// (and counted) in global shadow mode.
     #[inline]
     fn overall_code(&self, tally: &Tally) -> Code {
-        if !(tally.any_over || (tally.quota_total > 0 && tally.quota_over == tally.quota_total)) {
+        self.overall_of(
+            tally.any_over || (tally.quota_total > 0 && tally.quota_over == tally.quota_total),
+        )
+    }
+
+    /// The overall code of a request that is `over` (OK instead, and counted, in global
+    /// shadow mode).
+    #[inline]
+    pub(super) fn overall_of(&self, over: bool) -> Code {
+        if !over {
             return Code::Ok;
         }
         if self.settings.shadow_mode {

@@ -11,6 +11,7 @@ mod count;
 mod current;
 mod finish;
 mod keys;
+mod lone;
 mod plan;
 mod planned;
 mod settings;
@@ -128,6 +129,8 @@ pub struct Limiter<S, C> {
     /// The expiry jitter bound, 0 for a store that ignores TTLs: fixed at build so that
     /// deciding asks the store nothing.
     jitter_max: u64,
+    /// No setting adds work the lone-descriptor lane leaves out (`lone.rs`).
+    lone_lane: bool,
 }
 
 /// Builds a [`Limiter`].
@@ -184,8 +187,14 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
         } else {
             0
         };
+        let s = &self.settings;
+        let lone_lane = s.local_cache_bytes == 0
+            && s.response_headers.is_none()
+            && !s.dynamic_metadata
+            && !s.quota_mode;
         let limiter = Limiter {
             jitter_max,
+            lone_lane,
             rules: Arc::default(),
             local_cache: (self.settings.local_cache_bytes > 0)
                 .then(|| LocalCache::new(self.settings.local_cache_bytes)),
@@ -468,6 +477,9 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         resp: &mut Response,
     ) -> Result<(), Error> {
         let now = Now::of(&self.clock);
+        if let Some(r) = self.decide_lone(req, rules, now, work, resp) {
+            return r;
+        }
         let mut plan = Plan::default();
         if self.plan(req, rules, now, work, &mut plan) == Planned::UnknownDomain {
             *resp = self.unknown_domain(req);
