@@ -42,11 +42,11 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             .domain(&req.domain)?
             .find(&d.entries, &mut work.scratch)
         {
-            None => return Some(Ok(lone_answer(resp, no_limit(0), Code::Ok))),
+            None => return lone_answer(resp, no_limit(0), Code::Ok),
             Some(r) => r,
         };
         let limit = match &rule.limits[..] {
-            [] => return Some(Ok(lone_answer(resp, no_limit(u32::MAX), Code::Ok))),
+            [] => return lone_answer(resp, no_limit(u32::MAX), Code::Ok),
             [limit] if !rule.quota_mode && !rule.has_dynamic_stats() => limit,
             _ => return None,
         };
@@ -81,7 +81,7 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let (status, delta) = decide_reading(&spec, reading, hits, near_ratio, false);
         rule.stats.add(&delta);
         let overall = self.overall_of(status.code == Code::OverLimit);
-        Some(Ok(lone_answer(resp, status, overall)))
+        lone_answer(resp, status, overall)
     }
 }
 
@@ -96,9 +96,13 @@ fn no_limit(remaining: u32) -> DescriptorStatus {
     }
 }
 
-/// Writes a lone descriptor's answer over `resp`, which may hold an earlier one.
+/// Writes a lone descriptor's answer over `resp`, which may hold an earlier one: decided.
 #[inline(always)]
-fn lone_answer(resp: &mut Response, status: DescriptorStatus, overall: Code) {
+fn lone_answer(
+    resp: &mut Response,
+    status: DescriptorStatus,
+    overall: Code,
+) -> Option<Result<(), Error>> {
     match &mut resp.statuses[..] {
         [only] => *only = status,
         _ => {
@@ -114,4 +118,5 @@ fn lone_answer(resp: &mut Response, status: DescriptorStatus, overall: Code) {
     if resp.dynamic_metadata.is_some() {
         resp.dynamic_metadata = None;
     }
+    Some(Ok(()))
 }
