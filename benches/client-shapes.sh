@@ -67,9 +67,11 @@ done
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
 echo "== medians (closed loop over $REPS rounds; p99 over $ROUNDS)"
 for shape in "${shapes[@]}"; do
+    [ "$REPS" -gt 0 ] || break
     echo "MEDIAN $shape: memory/null $(med "${ratios[$shape.memory]}") (target >= 0.95), redis/null $(med "${ratios[$shape.redis]}") (target >= 0.85)"
 done
 for shape in raw2 h2; do
+    [ "$ROUNDS" -gt 0 ] || break
     r=$(med "${p99s[$shape.redis]}") n=$(med "${p99s[$shape.null]}")
     echo "MEDIAN p99 at 20000/s, $shape: Redis ${r} us, null ${n} us, ratio $(echo "scale=2; $r / $n" | bc) (target <= 2)"
 done
