@@ -21,8 +21,9 @@ struct Shard {
     /// hash computed once per call, which also picks the shard.
     counters: counters::Counters,
     /// Sliding windows and token buckets, apart so that fixed-window counters (every
-    /// upstream rule) stay as small as they are.
-    states: HashTable<(Box<str>, states::State)>,
+    /// upstream rule) stay as small as they are. Keys of up to 24 bytes (most) sit in
+    /// the entry itself: a lookup compares them without following a pointer.
+    states: HashTable<(compact_str::CompactString, states::State)>,
     /// Earliest time at which the next sweep of dead keys may run.
     next_sweep: u64,
 }

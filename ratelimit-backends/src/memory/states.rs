@@ -239,7 +239,7 @@ fn decide_state(stored: Option<&Value>, inc: &Increment) -> Reading {
 fn read(shard: &Shard, hash: u64, key: &str, now: u64) -> Option<Value> {
     shard
         .states
-        .find(hash, |(k, _)| **k == *key)
+        .find(hash, |(k, _)| k.as_str() == key)
         .filter(|(_, s)| s.expires_at > now)
         .map(|(_, s)| s.value)
 }
@@ -257,7 +257,7 @@ fn write(
         expires_at: now.saturating_add(inc.ttl_seconds),
     };
     let key = inc.key.as_str();
-    match shard.states.find_mut(hash, |(k, _)| **k == *key) {
+    match shard.states.find_mut(hash, |(k, _)| k.as_str() == key) {
         Some((_, s)) => *s = state,
         None => {
             shard

@@ -120,3 +120,6 @@ fn lone_answer(
     }
     Some(Ok(()))
 }
+
+#[cfg(test)]
+mod tests;
