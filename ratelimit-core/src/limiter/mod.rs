@@ -278,14 +278,21 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         }
         // Borrowed in place: nothing here awaits, so no other request on this thread can
         // want them meanwhile (a store calling back into the limiter gets fresh ones).
+        // The error comes back boxed: a one-word result returns in a register, where the
+        // full `Result` went through memory and its read stalled on store forwarding.
         let r = BUFFERS.with(|b| match b.try_borrow_mut() {
-            Ok(mut bufs) => self.decide_now(req, &mut bufs, resp),
-            Err(_) => self.decide_now(req, &mut Buffers::default(), resp),
+            Ok(mut bufs) => self.decide_now(req, &mut bufs, resp).map_err(Box::new),
+            Err(_) => self
+                .decide_now(req, &mut Buffers::default(), resp)
+                .map_err(Box::new),
         });
-        if let Err(e) = &r {
-            self.count_error_slow(e);
+        match r {
+            Ok(()) => Some(Ok(())),
+            Err(e) => {
+                self.count_error_slow(&e);
+                Some(Err(*e))
+            }
         }
-        Some(r)
     }
 
     #[inline]
