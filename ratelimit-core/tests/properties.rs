@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures_executor::block_on;
 use proptest::prelude::*;
 use ratelimit_backends::MemoryStore;
-use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request, Stats};
+use ratelimit_core::{Code, Descriptor, Limiter, ManualClock, Request, Response, Stats};
 
 const RULES: &str = "domain: p\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 50}\n  - key: s\n    rate_limit: {unit: second, requests_per_unit: 3}\n";
 
@@ -174,6 +174,82 @@ fn store_failures_are_errors_counted_by_type() {
     // Requests that need no store call still work while the store is down.
     let r = block_on(l.should_rate_limit(&req("nope", "v", None))).unwrap();
     assert_eq!(r.overall_code, Code::Ok);
+}
+
+/// An in-process store that always fails: the synchronous entry points take it.
+struct DownInProcess;
+
+#[async_trait::async_trait]
+impl ratelimit_core::CounterStore for DownInProcess {
+    async fn increment(
+        &self,
+        now: u64,
+        batch: &[ratelimit_core::Increment],
+        counts: &mut [u64],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        self.increment_now(now, batch, counts)
+    }
+
+    fn kind(&self) -> ratelimit_core::StoreKind {
+        ratelimit_core::StoreKind::InProcess {
+            expires_by_ttl: false,
+        }
+    }
+
+    fn increment_now(
+        &self,
+        _: u64,
+        _: &[ratelimit_core::Increment],
+        _: &mut [u64],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        Err(ratelimit_core::StoreError::new("disk_error", "full"))
+    }
+
+    async fn get(
+        &self,
+        _: u64,
+        _: &[&str],
+        _: &mut [u64],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        Ok(())
+    }
+
+    async fn refund(
+        &self,
+        _: u64,
+        _: &[ratelimit_core::Increment],
+    ) -> Result<(), ratelimit_core::StoreError> {
+        Ok(())
+    }
+}
+
+/// The synchronous path answers an in-process store's failure as an error and counts it
+/// by type, for a lone descriptor (its own lane) and for several.
+#[test]
+fn in_process_store_failures_are_errors_counted_by_type() {
+    let stats = Arc::new(Stats::default());
+    let l = Limiter::builder(DownInProcess, ManualClock::new(0))
+        .stats(stats.clone())
+        .yaml("p.yaml", RULES)
+        .build()
+        .unwrap();
+    let mut two = req("k", "v", None);
+    two.descriptors.push(Descriptor::new([("s", "v")]));
+    let mut resp = Response::default();
+    for (i, r) in [req("k", "v", None), two].iter().enumerate() {
+        let e = l
+            .should_rate_limit_now_into(r, &mut resp)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            (e.err_type(), e.to_string().as_str()),
+            ("disk_error", "full")
+        );
+        assert_eq!(
+            stats.snapshot()["ratelimit.service.call.should_rate_limit.disk_error"],
+            i as u64 + 1
+        );
+    }
 }
 
 /// Upstream's memory leak with per-IP overrides (its issues #275, #1132): 100k distinct
