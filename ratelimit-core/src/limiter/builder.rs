@@ -71,7 +71,7 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
 
     /// Compiles the documents (if any were given: YAML, then those built in code) and
     /// builds the limiter. Without documents the limiter starts with no configuration
-    /// and answers [`Error::NoConfig`] until [`Limiter::set_rules`] is called.
+    /// and answers [`Error::NoConfig`](super::Error::NoConfig) until [`Limiter::set_rules`] is called.
     pub fn build(self) -> Result<Limiter<S, C>, ConfigError> {
         let stats = self.stats.unwrap_or_default();
         let jitter_max = if self.store.kind().expires_by_ttl() {
