@@ -5,7 +5,10 @@
 //! (the store call; `count.rs`), and [`Limiter::finish`] (the arithmetic of
 //! [`crate::decide::decide`] per limit, then statistics, the local cache, the overall
 //! code, headers and metadata; `finish.rs`). The synchronous entry points take it when the
-//! store counts in process; the async one takes it too and may await the count.
+//! store counts in process; the async one takes it too and may await the count. When the
+//! store counts in process, a request of one descriptor under one limit runs the same
+//! pieces without the per-descriptor bookkeeping (`lone.rs`), held to the same answers by
+//! a test.
 
 mod builder;
 mod count;
