@@ -156,14 +156,20 @@ impl ratelimit_core::CounterStore for Down {
     }
 }
 
-#[test]
-fn store_failures_are_errors_counted_by_type() {
+/// A limiter on `store` with [`RULES`], and its statistics.
+fn on_store<S: ratelimit_core::CounterStore>(store: S) -> (Limiter<S, ManualClock>, Arc<Stats>) {
     let stats = Arc::new(Stats::default());
-    let l = Limiter::builder(Down, ManualClock::new(0))
+    let l = Limiter::builder(store, ManualClock::new(0))
         .stats(stats.clone())
         .yaml("p.yaml", RULES)
         .build()
         .unwrap();
+    (l, stats)
+}
+
+#[test]
+fn store_failures_are_errors_counted_by_type() {
+    let (l, stats) = on_store(Down);
     let e = block_on(l.should_rate_limit(&req("k", "v", None))).unwrap_err();
     assert_eq!(e.to_string(), "connection refused");
     assert_eq!(e.err_type(), "redis_error");
@@ -227,12 +233,7 @@ impl ratelimit_core::CounterStore for DownInProcess {
 /// by type, for a lone descriptor (its own lane) and for several.
 #[test]
 fn in_process_store_failures_are_errors_counted_by_type() {
-    let stats = Arc::new(Stats::default());
-    let l = Limiter::builder(DownInProcess, ManualClock::new(0))
-        .stats(stats.clone())
-        .yaml("p.yaml", RULES)
-        .build()
-        .unwrap();
+    let (l, stats) = on_store(DownInProcess);
     let mut two = req("k", "v", None);
     two.descriptors.push(Descriptor::new([("s", "v")]));
     let mut resp = Response::default();
