@@ -299,7 +299,20 @@ fn cpu_profiles_name_our_frames_and_give_their_memory_back() {
     for after in [after_folded, after_graph] {
         assert!(
             after < before + 25_000,
-            "RSS {before} KiB before a profile, {after} KiB after"
+            "RSS {before} KiB before a profile, {after} KiB after; now {}",
+            memory_kinds(pid)
         );
     }
+}
+
+/// The kinds of resident memory of `pid` (`RssAnon`, `RssFile`, `RssShmem`), for a failure
+/// to say which grew.
+fn memory_kinds(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.starts_with("Rss"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
