@@ -1,13 +1,17 @@
 //! Runs exactly N decisions of one kind, for instruction counting under callgrind:
 //! `(Ir(2N) - Ir(N)) / N` cancels start-up, rule compilation and map growth.
 //!
-//! `rl-decide-n <limiter1|limiter1now|limiter1tb|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>`
+//! `rl-decide-n <limiter1|limiter1now|limiter1tb|limiter1owned|limiter1block|limiter3|pure200|limiter200|governor> <N>`
 //! (`limiter1`, `limiter3`, `limiter200`: the async API awaited inside one task;
 //! `limiter1now`: the synchronous `should_rate_limit_now_into`, no executor, one response
 //! reused; `limiter1tb`: the same on a token-bucket rule; `limiter1owned`: `should_rate_limit_now`, a new response each; `limiter1block`:
-//! the async API with an executor entered for each decision)
+//! the async API with an executor entered for each decision; `governor`: governor's keyed
+//! `check_key` on as many keys, the peer of `limiter1tb`)
 
 use std::hint::black_box;
+use std::num::NonZeroU32;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use ratelimit_benches::{
     decide_async_n, decide_blocking, decide_now, decide_now_owned, plan_and_decide,
@@ -25,7 +29,7 @@ fn main() {
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     if n == 0 {
         eprintln!(
-            "usage: rl-decide-n <limiter1|limiter1now|limiter1tb|limiter1owned|limiter1block|limiter3|pure200|limiter200> <N>"
+            "usage: rl-decide-n <limiter1|limiter1now|limiter1tb|limiter1owned|limiter1block|limiter3|pure200|limiter200|governor> <N>"
         );
         std::process::exit(2);
     }
@@ -103,6 +107,17 @@ fn main() {
             }
             for i in 0..n {
                 sink += decide_blocking(&l, black_box(&reqs[i % KEYS])) as usize;
+            }
+        }
+        "governor" => {
+            // The peer of `limiter1tb` (governor-ratio.sh), for profiling it the same way.
+            let g: DefaultKeyedRateLimiter<u64> =
+                RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX));
+            for k in 0..KEYS as u64 {
+                let _ = g.check_key(&k);
+            }
+            for i in 0..n {
+                sink += usize::from(g.check_key(black_box(&((i % KEYS) as u64))).is_ok());
             }
         }
         other => {
