@@ -106,7 +106,10 @@ fn lone_answer(
     match &mut resp.statuses[..] {
         [only] => *only = status,
         _ => {
-            resp.statuses.clear();
+            // A new response (the by-value entry points') has nothing to clear.
+            if !resp.statuses.is_empty() {
+                resp.statuses.clear();
+            }
             resp.statuses.push(status);
         }
     }
