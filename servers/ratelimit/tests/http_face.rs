@@ -306,9 +306,9 @@ fn cpu_profiles_name_our_frames_and_give_their_memory_back() {
 }
 
 /// The resident set of `pid` once it is below `bound`, or the lowest seen in two seconds.
-/// The profile's memory goes back before its answer is sent; the wait only keeps a busy
-/// machine's late page accounting from failing the test, not a profile that keeps its
-/// memory (the bug this test was written for kept ~100 MB for good).
+/// The profile's memory should be back before its answer is sent. The wait forgives memory
+/// that comes back late (one CI run read 45 MB more, cause unknown), not memory kept for good
+/// (the bug this test was written for kept ~100 MB).
 fn settled_rss_kb(pid: u32, bound: u64) -> u64 {
     let mut lowest = rss_kb(pid);
     for _ in 0..20 {
