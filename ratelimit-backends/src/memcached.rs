@@ -278,12 +278,13 @@ impl CounterStore for MemcachedStore {
         Ok(())
     }
 
-    async fn get(&self, _now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
-        for k in keys {
+    async fn get(&self, _now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
+        let keys: Vec<&str> = batch.iter().map(Increment::read_key).collect();
+        for k in &keys {
             check_key(k)?;
         }
-        // The limiter passes "" for the keys it does not need read (sliding windows and
-        // token buckets): memcached would refuse a `get` of nothing.
+        // Sliding windows and token buckets read as "" (nothing to read): memcached would
+        // refuse a `get` of nothing.
         if keys.iter().any(|k| k.is_empty()) {
             let live: Vec<&str> = keys.iter().copied().filter(|k| !k.is_empty()).collect();
             let mut values = vec![0u64; live.len()];
@@ -300,7 +301,7 @@ impl CounterStore for MemcachedStore {
             }
             return Ok(());
         }
-        self.inner.read_all(&self.inner.nodes(), keys, out).await
+        self.inner.read_all(&self.inner.nodes(), &keys, out).await
     }
 
     async fn refund(&self, _now: u64, batch: &[Increment]) -> Result<(), StoreError> {

@@ -1,12 +1,10 @@
 //! An in-process counter store: sharded maps of fixed-window counters, and of the states
 //! of sliding windows and token buckets.
 
-use std::hash::{BuildHasher, Hasher};
-
 use async_trait::async_trait;
 use hashbrown::HashTable;
 use parking_lot::Mutex;
-use ratelimit_core::{CounterStore, Increment, Op, StoreError, StoreKind};
+use ratelimit_core::{CounterStore, Increment, KeyId, Op, StoreError, StoreKind};
 
 mod counters;
 mod states;
@@ -21,14 +19,19 @@ struct Shard {
     /// hash computed once per call, which also picks the shard.
     counters: counters::Counters,
     /// Sliding windows and token buckets, apart so that fixed-window counters (every
-    /// upstream rule) stay as small as they are. Keys of up to 24 bytes (most) sit in
-    /// the entry itself: a lookup compares them without following a pointer.
-    states: HashTable<(compact_str::CompactString, states::State)>,
+    /// upstream rule) stay as small as they are.
+    states: HashTable<(KeyId, states::State)>,
     /// Earliest time at which the next sweep of dead keys may run.
     next_sweep: u64,
 }
 
 /// A sharded, lock-light in-memory [`CounterStore`].
+///
+/// Counters are named by [`Increment::id`], a fingerprint of the key's parts that the
+/// limiter computes instead of the key's text (see `ratelimit_core::key_id`): a counter
+/// holds 16 bytes of identity whatever its key's length. One consequence: descriptors
+/// that upstream's `_`-joined text makes one key (`a_b` + `c` and `a` + `b_c`) count
+/// apart here, where Redis and memcached count them together.
 ///
 /// Keys live until their window ends (the window is encoded in the key, so a key is never
 /// counted again after that). Dead keys are reclaimed by a sweep of a shard at most once a
@@ -48,53 +51,6 @@ struct Shard {
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
-    hasher: KeyHasher,
-}
-
-/// Hashes keys for the shards and their tables, seeded at random per store. A key of 17
-/// to 32 bytes (most cache keys) takes foldhash's mix of such lengths written out inline;
-/// other lengths go through foldhash itself.
-#[derive(Debug)]
-struct KeyHasher {
-    fold: hashbrown::DefaultHashBuilder,
-    seeds: [u64; 3],
-}
-
-impl Default for KeyHasher {
-    fn default() -> Self {
-        let fold = hashbrown::DefaultHashBuilder::default();
-        let seeds = [1u64, 2, 3].map(|i| fold.hash_one(i));
-        KeyHasher { fold, seeds }
-    }
-}
-
-impl KeyHasher {
-    #[inline(always)]
-    fn hash(&self, key: &[u8]) -> u64 {
-        let n = key.len();
-        if !(17..=32).contains(&n) {
-            // One write: foldhash mixes the length into it, so no length prefix is needed.
-            let mut h = self.fold.build_hasher();
-            h.write(key);
-            return h.finish();
-        }
-        let w = |at: usize| {
-            let mut b = [0; 8];
-            b.copy_from_slice(&key[at..at + 8]);
-            u64::from_le_bytes(b)
-        };
-        let [s0, s1, s2] = self.seeds;
-        let a = folded_multiply(w(0) ^ s0, w(n - 16) ^ s1);
-        let b = folded_multiply(w(8) ^ s2, w(n - 8) ^ s1);
-        folded_multiply(a ^ n as u64, b ^ s0)
-    }
-}
-
-/// The high and low halves of the full product, folded together.
-#[inline(always)]
-fn folded_multiply(x: u64, y: u64) -> u64 {
-    let p = u128::from(x) * u128::from(y);
-    (p as u64) ^ ((p >> 64) as u64)
 }
 
 impl Default for MemoryStore {
@@ -108,7 +64,6 @@ impl MemoryStore {
     pub fn new() -> Self {
         MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: KeyHasher::default(),
         }
     }
 
@@ -124,14 +79,13 @@ impl MemoryStore {
                     })
                 })
                 .collect(),
-            hasher: KeyHasher::default(),
         }
     }
 
-    /// The key's hash and its shard.
+    /// The counter's hash and its shard.
     #[inline(always)]
-    fn shard(&self, key: &str) -> (u64, &Mutex<Shard>) {
-        let hash = self.hasher_hash(key.as_bytes());
+    fn shard(&self, id: &KeyId) -> (u64, &Mutex<Shard>) {
+        let hash = id.table_hash();
         (hash, &self.shards[self.shard_index(hash)])
     }
 
@@ -144,12 +98,6 @@ impl MemoryStore {
         (hash >> 40) as usize % SHARDS
     }
 
-    /// The hash of a key's bytes, for the shard and the tables.
-    #[inline(always)]
-    fn hasher_hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash(key)
-    }
-
     /// Adds the hits of a fixed-window increment to its key and returns the new value;
     /// synchronous core of the store.
     pub fn increment_one(&self, now: u64, inc: &Increment) -> u64 {
@@ -158,28 +106,35 @@ impl MemoryStore {
 
     #[inline(always)] // the body of the store's one common call
     fn count_window(&self, now: u64, inc: &Increment) -> u64 {
-        let (hash, shard) = self.shard(&inc.key);
+        let id = inc.counter_id();
+        let (hash, shard) = self.shard(&id);
         let mut shard = shard.lock();
         if now >= shard.next_sweep {
             sweep(&mut shard, now);
         }
-        self.count_in(&mut shard, hash, now, inc)
+        self.count_in(&mut shard, (hash, &id), now, inc)
     }
 
     /// A fixed window's count in a shard already locked.
     #[inline(always)]
-    fn count_in(&self, shard: &mut Shard, hash: u64, now: u64, inc: &Increment) -> u64 {
+    fn count_in(
+        &self,
+        shard: &mut Shard,
+        (hash, id): (u64, &KeyId),
+        now: u64,
+        inc: &Increment,
+    ) -> u64 {
         let seconds = match inc.op {
             Op::Window { seconds } => seconds,
             _ => inc.unit.seconds(),
         };
         shard.counters.add(
             hash,
-            &inc.key,
+            &id.to_bytes(),
             inc.hits,
             now,
             || window_end(seconds, now),
-            |k| self.hasher_hash(k),
+            stored_hash,
         )
     }
 
@@ -199,10 +154,16 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// Reads a key's live value without changing it.
+    /// Reads the live value of the fixed-window counter that [`Increment::window`] names
+    /// `key` without changing it.
     pub fn value(&self, now: u64, key: &str) -> Option<u64> {
-        let (hash, shard) = self.shard(key);
-        shard.lock().counters.value(hash, key, now)
+        self.value_of(now, &KeyId::of_text(key))
+    }
+
+    /// Reads the live value of a fixed-window counter without changing it.
+    pub fn value_of(&self, now: u64, id: &KeyId) -> Option<u64> {
+        let (hash, shard) = self.shard(id);
+        shard.lock().counters.value(hash, &id.to_bytes(), now)
     }
 }
 
@@ -221,6 +182,13 @@ impl MemoryStore {
             self.decide_groups(now, batch, counts);
         }
     }
+}
+
+/// The table hash of a stored counter's identity, for a table's growth.
+fn stored_hash(record_key: &[u8]) -> u64 {
+    let mut b = [0; 16];
+    b.copy_from_slice(record_key);
+    KeyId::from_bytes(b).table_hash()
 }
 
 /// When the window of `seconds` holding `now` ends. Only a new or restarted counter needs
@@ -254,6 +222,7 @@ impl CounterStore for MemoryStore {
     fn kind(&self) -> StoreKind {
         StoreKind::InProcess {
             expires_by_ttl: false,
+            by_id: true,
         }
     }
 
@@ -276,17 +245,22 @@ impl CounterStore for MemoryStore {
         Ok(())
     }
 
-    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
-        for (k, o) in keys.iter().zip(out.iter_mut()) {
-            *o = self.value(now, k).unwrap_or(0);
+    async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
+        for (inc, o) in batch.iter().zip(out.iter_mut()) {
+            *o = if inc.always_counts() {
+                self.value_of(now, &inc.counter_id()).unwrap_or(0)
+            } else {
+                0
+            };
         }
         Ok(())
     }
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
         for inc in batch {
-            let (hash, shard) = self.shard(&inc.key);
-            shard.lock().counters.refund(hash, &inc.key, inc.hits, now);
+            let (hash, shard) = self.shard(&inc.counter_id());
+            let id = inc.counter_id().to_bytes();
+            shard.lock().counters.refund(hash, &id, inc.hits, now);
         }
         Ok(())
     }

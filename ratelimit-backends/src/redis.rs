@@ -424,10 +424,11 @@ impl CounterStore for RedisStore {
         }
     }
 
-    async fn get(&self, _now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+    async fn get(&self, _now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
         // Reads go to the main instance; the per-second mode does not combine with
         // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT upstream either.
-        let vals = self.main.get(keys).await?;
+        let keys: Vec<&str> = batch.iter().map(Increment::read_key).collect();
+        let vals = self.main.get(&keys).await?;
         out.copy_from_slice(&vals[..out.len().min(vals.len())]);
         Ok(())
     }

@@ -149,7 +149,11 @@ pub async fn conformance(
     settle(&mc).await;
     let mut vals = [9u64, 9u64];
     store
-        .get(now, &[key.as_str(), "conf_missing_key"], &mut vals)
+        .get(
+            now,
+            &crate::reads(&[key.as_str(), "conf_missing_key"]),
+            &mut vals,
+        )
         .await
         .unwrap();
     assert_eq!(vals, [5, 0], "{name}: get");
@@ -159,7 +163,7 @@ pub async fn conformance(
     };
     store.refund(now, &[refund]).await.unwrap();
     store
-        .get(now, &[key.as_str()], &mut vals[..1])
+        .get(now, &crate::reads(&[key.as_str()]), &mut vals[..1])
         .await
         .unwrap();
     assert_eq!(vals[0], 3, "{name}: refund");
@@ -185,7 +189,7 @@ pub async fn conformance(
     }
     settle(&mc).await;
     store
-        .get(now, &[key.as_str()], &mut vals[..1])
+        .get(now, &crate::reads(&[key.as_str()]), &mut vals[..1])
         .await
         .unwrap();
     assert_eq!(vals[0], 200, "{name}: concurrent increments");

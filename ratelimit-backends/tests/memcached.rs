@@ -286,7 +286,9 @@ async fn memcached_srv_refresh_swaps_the_node_list() {
     }
     assert_eq!(s.servers().len(), 2);
     let mut v = [0u64];
-    s.get(0, &["srv_refresh_0"], &mut v).await.unwrap();
+    s.get(0, &crate::reads(&["srv_refresh_0"]), &mut v)
+        .await
+        .unwrap();
     assert_eq!(v[0], 3);
 }
 
@@ -322,11 +324,15 @@ async fn memcached_restart_costs_no_failed_read() {
     let mut v = [0u64];
     // Pool a few connections, then restart the node under them.
     for _ in 0..3 {
-        s.get(0, &["restart_probe"], &mut v).await.unwrap();
+        s.get(0, &crate::reads(&["restart_probe"]), &mut v)
+            .await
+            .unwrap();
     }
     drop(node);
     let _node = servers::memcached_on(port);
     for _ in 0..3 {
-        s.get(0, &["restart_probe"], &mut v).await.unwrap();
+        s.get(0, &crate::reads(&["restart_probe"]), &mut v)
+            .await
+            .unwrap();
     }
 }

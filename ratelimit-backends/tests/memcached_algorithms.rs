@@ -359,7 +359,7 @@ async fn memcached_reads_skip_the_keys_the_limiter_leaves_empty() {
     n.store.settled().await;
     let mut out = [9, 9, 9];
     n.store
-        .get(t / 1_000_000, &["", &key, ""], &mut out)
+        .get(t / 1_000_000, &crate::reads(&["", &key, ""]), &mut out)
         .await
         .unwrap();
     assert_eq!(out, [0, 3, 0]);

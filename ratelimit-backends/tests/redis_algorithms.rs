@@ -187,6 +187,7 @@ fn increments(rule: usize, value: u64, hits: u64, now_us: u64) -> Vec<Increment>
             };
             Increment {
                 key,
+                id: Default::default(),
                 hits,
                 unit: Unit::Second,
                 ttl_seconds: ttl,

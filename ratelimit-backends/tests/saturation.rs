@@ -81,7 +81,10 @@ async fn saturates(name: &str, store: Arc<dyn CounterStore>, mc: Option<Arc<Memc
         );
         settle(&mc).await;
         let mut read = [0u64];
-        store.get(now, &[key.as_str()], &mut read).await.unwrap();
+        store
+            .get(now, &crate::reads(&[key.as_str()]), &mut read)
+            .await
+            .unwrap();
         assert!(
             read[0] > OVER_ANY_LIMIT,
             "{name}: read {read:?} after {hits} hits"

@@ -12,6 +12,27 @@ mod redis_claims;
 mod redis_keys;
 mod redis_scripts;
 mod saturation;
+/// What `CounterStore::get` takes for reading fixed-window counters by key: "" reads
+/// nothing (an increment of another algorithm).
+pub fn reads(keys: &[&str]) -> Vec<ratelimit_core::Increment> {
+    keys.iter()
+        .map(|k| {
+            let read = ratelimit_core::Increment::window(*k, 0, ratelimit_core::Unit::Hour, 0);
+            if k.is_empty() {
+                ratelimit_core::Increment {
+                    op: ratelimit_core::Op::Slide {
+                        window_us: 1_000_000,
+                        now_us: 0,
+                    },
+                    ..read
+                }
+            } else {
+                read
+            }
+        })
+        .collect()
+}
+
 /// The store launchers, from the `test-support` crate.
 mod servers {
     pub use test_support::dns::SrvDns;

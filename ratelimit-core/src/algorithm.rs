@@ -70,6 +70,14 @@ impl Algorithm {
         }
     }
 
+    /// A fixed window's length in seconds, 0 for the other algorithms.
+    pub const fn fixed_window_seconds(self) -> u64 {
+        match self {
+            Algorithm::FixedWindow { seconds } => seconds,
+            _ => 0,
+        }
+    }
+
     /// The window length in seconds (for a bucket, the time a full refill takes).
     pub const fn window_seconds(self) -> u64 {
         match self {

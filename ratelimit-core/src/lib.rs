@@ -31,6 +31,7 @@ pub mod code_rules;
 pub mod config;
 pub mod decide;
 pub mod json;
+pub mod key_id;
 pub mod limiter;
 pub mod local_cache;
 pub mod prescan;
@@ -44,6 +45,7 @@ pub mod unit;
 pub use algorithm::{Algorithm, AlgorithmName};
 pub use clock::{Clock, ManualClock, Now};
 pub use config::{ConfigError, ConfigErrorKind, Document, parse_document, parse_document_with};
+pub use key_id::KeyId;
 pub use limiter::{
     Error, HeaderNames, Limiter, LimiterBuilder, LimiterSettings, release_thread_state,
 };

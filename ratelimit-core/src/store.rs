@@ -5,6 +5,7 @@ use std::pin::Pin;
 
 use async_trait::async_trait;
 
+use crate::key_id::KeyId;
 use crate::unit::Unit;
 
 /// The most hits the limiter adds to a counter in one increment: one more than the largest
@@ -15,10 +16,21 @@ pub const MAX_HITS: u64 = u32::MAX as u64 + 1;
 
 /// One counter operation of a decision: a limit's key, the hits to add, and how the
 /// limit's algorithm counts them ([`Op`]).
+///
+/// A counter is named by `key` or by `id`, as the store says ([`StoreKind`]): the limiter
+/// fills in only the one its store reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Increment {
-    /// The cache key (upstream's format, prefix included, for fixed windows).
+    /// The cache key (upstream's format, prefix included). Empty for a store that counts
+    /// by [`Increment::id`], unless the limiter's local cache needs it.
     pub key: String,
+    /// The counter's identity for a store that counts by it
+    /// (`StoreKind::InProcess { by_id: true, .. }`): a fingerprint of the key's parts
+    /// (see [`crate::key_id`]), or [`KeyId::default`], which says the counter is named
+    /// by `key` (such a store then takes [`KeyId::of_text`]). The limiter leaves it at
+    /// the default for other stores, so that a store wrapped by one that does not pass
+    /// its kind on still counts right.
+    pub id: KeyId,
     /// Hits to add; 0 reads the counter without changing it. At most [`MAX_HITS`] from the
     /// limiter; a store still takes any value without wrapping its counter.
     pub hits: u64,
@@ -69,10 +81,12 @@ pub enum Op {
 }
 
 impl Increment {
-    /// A fixed-window increment of `hits` on `key`, alone in its group: what upstream sends.
+    /// A fixed-window increment of `hits` on `key`, alone in its group: what upstream
+    /// sends. Named by its text (`id` is the default).
     pub fn window(key: impl Into<String>, hits: u64, unit: Unit, ttl_seconds: u64) -> Increment {
         Increment {
             key: key.into(),
+            id: KeyId::default(),
             hits,
             unit,
             ttl_seconds,
@@ -89,6 +103,29 @@ impl Increment {
     pub fn always_counts(&self) -> bool {
         matches!(self.op, Op::Window { .. })
     }
+
+    /// The identity a store that counts by id names this increment's counter by: `id`,
+    /// or the fingerprint of `key` when `id` is the default.
+    #[inline(always)]
+    pub fn counter_id(&self) -> KeyId {
+        if self.id == KeyId::default() {
+            return named_by_text(&self.key);
+        }
+        self.id
+    }
+
+    /// The key [`CounterStore::get`] reads for this increment on a store of text keys:
+    /// its key for a fixed window, else "" (nothing to read).
+    #[inline]
+    pub fn read_key(&self) -> &str {
+        if self.always_counts() { &self.key } else { "" }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn named_by_text(key: &str) -> KeyId {
+    KeyId::of_text(key)
 }
 
 /// The groups of a batch: runs of increments decided together (see [`Increment::joint`]),
@@ -141,6 +178,11 @@ pub enum StoreKind {
         /// with its window by itself (the memory store) says `false`: the limiter then
         /// skips hashing every key for its expiry jitter and passes the bare unit.
         expires_by_ttl: bool,
+        /// Whether the store names counters by [`Increment::id`] instead of their key
+        /// text: the limiter then builds no key text at all (unless its local cache
+        /// needs it). Keys that upstream's `_` joins into one text count apart then (see
+        /// [`crate::key_id`]).
+        by_id: bool,
     },
     /// The counters live on a server: every operation is one round trip per request,
     /// awaited, and keys expire by their TTL.
@@ -152,9 +194,14 @@ impl StoreKind {
     /// expiries with jitter matters.
     pub fn expires_by_ttl(self) -> bool {
         match self {
-            StoreKind::InProcess { expires_by_ttl } => expires_by_ttl,
+            StoreKind::InProcess { expires_by_ttl, .. } => expires_by_ttl,
             StoreKind::Remote => true,
         }
+    }
+
+    /// Whether the store names counters by [`Increment::id`].
+    pub fn by_id(self) -> bool {
+        matches!(self, StoreKind::InProcess { by_id: true, .. })
     }
 }
 
@@ -203,9 +250,11 @@ pub trait CounterStore: Send + Sync {
         ))
     }
 
-    /// Reads the current values of `keys` without changing them (0 for absent keys). Used
-    /// by upstream's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` mode.
-    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError>;
+    /// Reads the current values of the fixed-window counters of `batch` without changing
+    /// them, into `out` (same order and length; 0 for absent keys and for increments of
+    /// other algorithms, see [`Increment::read_key`]). Used by upstream's
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` mode.
+    async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError>;
 
     /// Takes back hits added by [`CounterStore::increment`] (never below zero), for the
     /// opt-in mode where denied requests do not consume quota.
@@ -251,8 +300,8 @@ impl<S: CounterStore + ?Sized> CounterStore for std::sync::Arc<S> {
         (**self).increment_now(now, batch, counts)
     }
 
-    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
-        (**self).get(now, keys, out).await
+    async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
+        (**self).get(now, batch, out).await
     }
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {

@@ -50,6 +50,7 @@ impl CounterStore for Recording {
         if self.in_process {
             StoreKind::InProcess {
                 expires_by_ttl: true,
+                by_id: false,
             }
         } else {
             StoreKind::Remote
@@ -66,12 +67,13 @@ impl CounterStore for Recording {
         self.inner.increment_now(now, batch, counts)
     }
 
-    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+    async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
+        let keys: Vec<&str> = batch.iter().map(Increment::read_key).collect();
         self.seen
             .lock()
             .unwrap()
             .push(format!("GET {}", keys.join(" ")));
-        self.inner.get(now, keys, out).await
+        self.inner.get(now, batch, out).await
     }
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {

@@ -135,7 +135,7 @@ impl ratelimit_core::CounterStore for Down {
     async fn get(
         &self,
         _: u64,
-        _: &[&str],
+        _: &[ratelimit_core::Increment],
         _: &mut [u64],
     ) -> Result<(), ratelimit_core::StoreError> {
         Err(ratelimit_core::StoreError::new(
@@ -199,6 +199,7 @@ impl ratelimit_core::CounterStore for DownInProcess {
     fn kind(&self) -> ratelimit_core::StoreKind {
         ratelimit_core::StoreKind::InProcess {
             expires_by_ttl: false,
+            by_id: false,
         }
     }
 
@@ -214,7 +215,7 @@ impl ratelimit_core::CounterStore for DownInProcess {
     async fn get(
         &self,
         _: u64,
-        _: &[&str],
+        _: &[ratelimit_core::Increment],
         _: &mut [u64],
     ) -> Result<(), ratelimit_core::StoreError> {
         Ok(())

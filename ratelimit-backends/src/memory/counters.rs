@@ -1,5 +1,5 @@
 //! The fixed-window counters of one shard. Each counter is a record (its value and its
-//! exact key) packed into a chunk of bytes, found through a hash table of 32-bit record
+//! exact key: the 16 bytes of a `KeyId` from the memory store) packed into a chunk of bytes, found through a hash table of 32-bit record
 //! positions. All the records of a chunk end together: a chunk only takes counters whose
 //! windows end at its `expires_at`, so the expiry is kept once per chunk, and a chunk is
 //! freed whole once its windows have ended. A counter costs its key plus 9 bytes, and
@@ -79,7 +79,7 @@ impl Counters {
     pub(super) fn add(
         &mut self,
         hash: u64,
-        key: &str,
+        key: &[u8],
         hits: u64,
         now: u64,
         window_end: impl FnOnce() -> u64,
@@ -92,7 +92,7 @@ impl Counters {
             open,
             max_chunks,
         } = self;
-        let found = index.find_mut(hash, |&p| holds(chunks, p, key.as_bytes()));
+        let found = index.find_mut(hash, |&p| holds(chunks, p, key));
         if let Some(pos) = found {
             let chunk = &mut chunks[chunk_of(*pos)];
             if chunk.expires_at > now {
@@ -120,19 +120,17 @@ impl Counters {
     }
 
     /// The live value of `key` at `now`.
-    pub(super) fn value(&self, hash: u64, key: &str, now: u64) -> Option<u64> {
+    pub(super) fn value(&self, hash: u64, key: &[u8], now: u64) -> Option<u64> {
         let chunks = &self.chunks;
-        let pos = *self
-            .index
-            .find(hash, |&p| holds(chunks, p, key.as_bytes()))?;
+        let pos = *self.index.find(hash, |&p| holds(chunks, p, key))?;
         let chunk = &chunks[chunk_of(pos)];
         (chunk.expires_at > now).then(|| read_u64(&chunk.bytes[offset_of(pos)..], 0))
     }
 
     /// Takes `hits` back from the live counter of `key`, never below zero.
-    pub(super) fn refund(&mut self, hash: u64, key: &str, hits: u64, now: u64) {
+    pub(super) fn refund(&mut self, hash: u64, key: &[u8], hits: u64, now: u64) {
         let chunks = &mut self.chunks;
-        let found = self.index.find(hash, |&p| holds(chunks, p, key.as_bytes()));
+        let found = self.index.find(hash, |&p| holds(chunks, p, key));
         if let Some(&pos) = found {
             let chunk = &mut chunks[chunk_of(pos)];
             if chunk.expires_at > now {
@@ -169,7 +167,7 @@ fn append(
     free: &mut Vec<u32>,
     open: &mut Vec<(u64, u32)>,
     max_chunks: usize,
-    key: &str,
+    key: &[u8],
     value: u64,
     expires_at: u64,
 ) -> Option<u32> {
@@ -204,7 +202,7 @@ fn append(
             bytes.extend_from_slice(&len.to_le_bytes());
         }
     }
-    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(key);
     Some(pos)
 }
 
@@ -314,7 +312,7 @@ mod tests {
     }
 
     fn add(c: &mut Counters, key: &str, hits: u64, now: u64, end: u64) -> u64 {
-        c.add(7, key, hits, now, || end, collide)
+        c.add(7, key.as_bytes(), hits, now, || end, collide)
     }
 
     #[test]
@@ -323,8 +321,8 @@ mod tests {
         assert_eq!(add(&mut c, "a_1", 1, 0, 60), 1);
         assert_eq!(add(&mut c, "a_2", 5, 0, 60), 5);
         assert_eq!(add(&mut c, "a_1", 1, 0, 60), 2);
-        assert_eq!(c.value(7, "a_2", 0), Some(5));
-        assert_eq!(c.value(7, "a_3", 0), None);
+        assert_eq!(c.value(7, b"a_2", 0), Some(5));
+        assert_eq!(c.value(7, b"a_3", 0), None);
         assert_eq!(c.len(), 2);
     }
 
@@ -349,17 +347,17 @@ mod tests {
         let mut c = Counters::default();
         assert_eq!(add(&mut c, "k", u64::MAX - 1, 0, 60), u64::MAX - 1);
         assert_eq!(add(&mut c, "k", 5, 59, 60), u64::MAX);
-        c.refund(7, "k", 10, 59);
-        assert_eq!(c.value(7, "k", 59), Some(u64::MAX - 10));
+        c.refund(7, b"k", 10, 59);
+        assert_eq!(c.value(7, b"k", 59), Some(u64::MAX - 10));
         // At the window's end the key is dead: a new count starts, until the new end,
         // even before a sweep has dropped the old one.
-        assert_eq!(c.value(7, "k", 60), None);
+        assert_eq!(c.value(7, b"k", 60), None);
         assert_eq!(add(&mut c, "k", 3, 60, 120), 3);
-        assert_eq!(c.value(7, "k", 119), Some(3));
-        c.refund(7, "k", 10, 119);
-        assert_eq!(c.value(7, "k", 119), Some(0));
+        assert_eq!(c.value(7, b"k", 119), Some(3));
+        c.refund(7, b"k", 10, 119);
+        assert_eq!(c.value(7, b"k", 119), Some(0));
         c.sweep(60);
-        assert_eq!((c.len(), c.value(7, "k", 60)), (1, Some(0)));
+        assert_eq!((c.len(), c.value(7, b"k", 60)), (1, Some(0)));
     }
 
     #[test]
@@ -377,14 +375,14 @@ mod tests {
         }
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(
-                c.value(7, k, 0),
+                c.value(7, k.as_bytes(), 0),
                 Some(i as u64 + 1),
                 "key of {} bytes",
                 k.len()
             );
         }
-        assert_eq!(c.value(7, &"w".repeat(CHUNK + 2), 0), None);
-        assert_eq!(c.value(7, &"x".repeat(253), 0), None);
+        assert_eq!(c.value(7, "w".repeat(CHUNK + 2).as_bytes(), 0), None);
+        assert_eq!(c.value(7, "x".repeat(253).as_bytes(), 0), None);
     }
 
     #[test]
@@ -398,7 +396,7 @@ mod tests {
             let k = format!("key_{i}");
             // Every fourth key is in a window ending at 100, the others at 10.
             let end = if i % 4 == 0 { 100 } else { 10 };
-            c.add(hash(k.as_bytes()), &k, i, 0, || end, hash);
+            c.add(hash(k.as_bytes()), k.as_bytes(), i, 0, || end, hash);
         }
         let chunks = c.chunks.len();
         let lasting = c.chunks.iter().filter(|c| c.expires_at == 100).count();
@@ -414,21 +412,24 @@ mod tests {
         for i in 0..20_000u64 {
             let k = format!("key_{i}");
             let want = (i % 4 == 0).then_some(i);
-            assert_eq!(c.value(hash(k.as_bytes()), &k, 10), want);
+            assert_eq!(c.value(hash(k.as_bytes()), k.as_bytes(), 10), want);
         }
         // Freed chunks take new counters; the old ones are still found.
         for i in 0..10_000u64 {
             let k = format!("new_{i}");
-            assert_eq!(c.add(hash(k.as_bytes()), &k, 1, 10, || 20, hash), 1);
+            assert_eq!(
+                c.add(hash(k.as_bytes()), k.as_bytes(), 1, 10, || 20, hash),
+                1
+            );
         }
         assert_eq!(
             c.chunks.len(),
             chunks,
             "no chunk added while freed ones were left"
         );
-        assert_eq!(c.add(hash(b"key_0"), "key_0", 1, 10, || 100, hash), 1);
-        assert_eq!(c.add(hash(b"key_4"), "key_4", 1, 10, || 100, hash), 5);
-        assert_eq!(c.add(hash(b"key_1"), "key_1", 1, 10, || 20, hash), 1);
+        assert_eq!(c.add(hash(b"key_0"), b"key_0", 1, 10, || 100, hash), 1);
+        assert_eq!(c.add(hash(b"key_4"), b"key_4", 1, 10, || 100, hash), 5);
+        assert_eq!(c.add(hash(b"key_1"), b"key_1", 1, 10, || 20, hash), 1);
         c.sweep(100);
         assert_eq!(c.len(), 0);
         assert!(c.chunks.is_empty());
@@ -464,13 +465,13 @@ mod tests {
         }
         assert_eq!(add(&mut c, &key(fit), 1, 0, 10), u64::MAX);
         assert_eq!(add(&mut c, "other window", 1, 0, 60), u64::MAX);
-        assert_eq!(c.value(7, "other window", 0), None);
+        assert_eq!(c.value(7, b"other window", 0), None);
         // Existing keys still count.
         assert_eq!(add(&mut c, &key(0), 1, 0, 10), 2);
         // Once their window has ended, the chunk takes new counters.
         c.sweep(10);
         assert_eq!(c.len(), 0);
         assert_eq!(add(&mut c, "other window", 1, 10, 60), 1);
-        assert_eq!(c.value(7, "other window", 10), Some(1));
+        assert_eq!(c.value(7, b"other window", 10), Some(1));
     }
 }

@@ -4,9 +4,8 @@
 
 use parking_lot::MutexGuard;
 use ratelimit_core::algorithm::{Bucket, slide};
-use ratelimit_core::{Increment, Op};
+use ratelimit_core::{Increment, KeyId, Op};
 
-use super::counters::same_key;
 use super::{MemoryStore, Shard, sweep};
 
 /// What a sliding window or a token bucket keeps between requests.
@@ -63,17 +62,14 @@ impl MemoryStore {
     /// A sliding window or token bucket alone in its group: one key, one lock, one
     /// lookup.
     pub(super) fn decide_alone(&self, now: u64, inc: &Increment) -> u64 {
-        let (hash, shard) = self.shard(&inc.key);
+        let (hash, shard) = self.shard(&inc.counter_id());
         let mut shard = shard.lock();
         if now >= shard.next_sweep {
             sweep(&mut shard, now);
         }
-        let key = inc.key.as_str();
+        let id = inc.counter_id();
         let expires_at = now.saturating_add(inc.ttl_seconds);
-        if let Some((_, state)) = shard
-            .states
-            .find_mut(hash, |(k, _)| same_key(k.as_bytes(), key.as_bytes()))
-        {
+        if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| *k == id) {
             let live = state.expires_at > now;
             let r = decide_state(live.then_some(&state.value), inc);
             if let (true, Some(value)) = (r.admitted, r.write) {
@@ -83,11 +79,11 @@ impl MemoryStore {
         }
         let r = decide_state(None, inc);
         if let (true, Some(value)) = (r.admitted, r.write) {
-            shard.states.insert_unique(
-                hash,
-                (key.into(), State { value, expires_at }),
-                |(k, _)| self.hasher_hash(k.as_bytes()),
-            );
+            shard
+                .states
+                .insert_unique(hash, (id, State { value, expires_at }), |(k, _)| {
+                    k.table_hash()
+                });
         }
         r.answer
     }
@@ -106,10 +102,11 @@ impl MemoryStore {
             .position(|i| !i.joint)
             .map_or(batch.len(), |p| first + 1 + p);
         let group = &batch[first..end];
-        let hashes: Vec<(u64, usize)> = group
+        let ids: Vec<KeyId> = group.iter().map(Increment::counter_id).collect();
+        let hashes: Vec<(u64, usize)> = ids
             .iter()
-            .map(|inc| {
-                let (hash, _) = self.shard(&inc.key);
+            .map(|id| {
+                let (hash, _) = self.shard(id);
                 (hash, self.shard_index(hash))
             })
             .collect();
@@ -134,7 +131,8 @@ impl MemoryStore {
             .iter()
             .zip(&hashes)
             .zip(&at)
-            .map(|((inc, (hash, _)), g)| self.step(&mut guards[*g].1, *hash, now, inc))
+            .zip(&ids)
+            .map(|(((inc, (hash, _)), g), id)| self.step(&mut guards[*g].1, (*hash, id), now, inc))
             .collect();
         let all_admitted = readings.iter().all(|r| r.admitted);
         for (i, r) in readings.into_iter().enumerate() {
@@ -142,11 +140,10 @@ impl MemoryStore {
             if let (true, Some(value)) = (all_admitted, r.write) {
                 write(
                     &mut guards[at[i]].1,
-                    hashes[i].0,
+                    (hashes[i].0, ids[i]),
                     &group[i],
                     value,
                     now,
-                    self,
                 );
             }
         }
@@ -155,17 +152,17 @@ impl MemoryStore {
 
     /// Reads one increment's key in its locked shard and decides it; a fixed window
     /// counts on the spot (it counts whatever the group decides).
-    fn step(&self, shard: &mut Shard, hash: u64, now: u64, inc: &Increment) -> Reading {
+    fn step(&self, shard: &mut Shard, at: (u64, &KeyId), now: u64, inc: &Increment) -> Reading {
         match inc.op {
             Op::Window { .. } => {
-                let after = self.count_in(shard, hash, now, inc);
+                let after = self.count_in(shard, at, now, inc);
                 Reading {
                     admitted: after <= inc.limit,
                     answer: after,
                     write: None,
                 }
             }
-            _ => decide_state(read(shard, hash, &inc.key, now).as_ref(), inc),
+            _ => decide_state(read(shard, at.0, at.1, now).as_ref(), inc),
         }
     }
 }
@@ -236,35 +233,25 @@ fn decide_state(stored: Option<&Value>, inc: &Increment) -> Reading {
     }
 }
 
-fn read(shard: &Shard, hash: u64, key: &str, now: u64) -> Option<Value> {
+fn read(shard: &Shard, hash: u64, id: &KeyId, now: u64) -> Option<Value> {
     shard
         .states
-        .find(hash, |(k, _)| k.as_str() == key)
+        .find(hash, |(k, _)| k == id)
         .filter(|(_, s)| s.expires_at > now)
         .map(|(_, s)| s.value)
 }
 
-fn write(
-    shard: &mut Shard,
-    hash: u64,
-    inc: &Increment,
-    value: Value,
-    now: u64,
-    store: &MemoryStore,
-) {
+fn write(shard: &mut Shard, (hash, id): (u64, KeyId), inc: &Increment, value: Value, now: u64) {
     let state = State {
         value,
         expires_at: now.saturating_add(inc.ttl_seconds),
     };
-    let key = inc.key.as_str();
-    match shard.states.find_mut(hash, |(k, _)| k.as_str() == key) {
+    match shard.states.find_mut(hash, |(k, _)| *k == id) {
         Some((_, s)) => *s = state,
         None => {
             shard
                 .states
-                .insert_unique(hash, (key.into(), state), |(k, _)| {
-                    store.hasher_hash(k.as_bytes())
-                });
+                .insert_unique(hash, (id, state), |(k, _)| k.table_hash());
         }
     }
 }

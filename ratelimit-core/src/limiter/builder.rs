@@ -84,9 +84,12 @@ impl<S: CounterStore, C: Clock> LimiterBuilder<S, C> {
             && s.response_headers.is_none()
             && !s.dynamic_metadata
             && !s.quota_mode;
+        let by_id = self.store.kind().by_id();
         let limiter = Limiter {
             jitter_max,
             lone_lane,
+            by_id,
+            key_text: !by_id || s.local_cache_bytes > 0,
             rules: Arc::default(),
             local_cache: (self.settings.local_cache_bytes > 0)
                 .then(|| LocalCache::new(self.settings.local_cache_bytes)),

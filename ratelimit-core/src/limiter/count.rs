@@ -183,18 +183,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             }
             return Ok(());
         }
-        let keys: Vec<&str> = batch
-            .iter()
-            .map(|b| {
-                if b.always_counts() {
-                    b.key.as_str()
-                } else {
-                    ""
-                }
-            })
-            .collect();
         let mut current = vec![0u64; batch.len()];
-        self.store.get(now, &keys, &mut current).await?;
+        self.store.get(now, batch, &mut current).await?;
         let mut limits = vec![0u64; batch.len()];
         for t in plan.targets() {
             if let Target::Counted {

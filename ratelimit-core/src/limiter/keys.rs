@@ -8,7 +8,8 @@ use super::Limiter;
 use crate::algorithm::{Algorithm, window_start};
 use crate::clock::Clock;
 use crate::clock::Now;
-use crate::rules::{Limit, Rule, cache_key_stem_into};
+use crate::key_id::KeyId;
+use crate::rules::{Limit, Rule, cache_key_stem_into, key_id};
 use crate::stats::sanitize_stat_name;
 use crate::store::{CounterStore, Increment, Op};
 use crate::types::Descriptor;
@@ -37,29 +38,8 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
         let slot = *used;
         let inc = &mut batch[slot];
         *used += 1;
-        let key = &mut inc.key;
-        // No reserve up front: the slot's key usually has room from an earlier request,
-        // and summing the entries' lengths first costs more than the odd regrowth.
-        match rule {
-            Some(r) => r.matched_key_stem_into(key, prefix, domain, &d.entries),
-            None => cache_key_stem_into(key, prefix, domain, &d.entries),
-        }
-        if limit.joint {
-            joint_key(key);
-        }
-        // None for upstream's keys.
-        if !limit.key_tag.is_empty() {
-            key.push_str(&limit.key_tag);
-        }
         let (op, ttl) = match limit.algorithm {
             Algorithm::FixedWindow { seconds } => {
-                let window = window_start(now.secs, seconds);
-                if window_text.0 != window {
-                    window_text.1.clear();
-                    let _ = write!(window_text.1, "{window}");
-                    window_text.0 = window;
-                }
-                key.push_str(&window_text.1);
                 (Op::Window { seconds }, seconds.min(MAX_TTL_SECONDS))
             }
             Algorithm::SlidingWindow { seconds } => (
@@ -78,7 +58,39 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
                 b.refill_seconds + 1,
             ),
         };
-        inc.ttl_seconds = ttl + jitter(key, self.jitter_max);
+        let at = (prefix.as_str(), domain);
+        inc.id = match rule {
+            _ if !self.by_id => KeyId::default(),
+            Some(r) => r.matched_key_id(limit, at, &d.entries),
+            None => key_id(limit, at, &d.entries),
+        };
+        if self.key_text {
+            let key = &mut inc.key;
+            // No reserve up front: the slot's key usually has room from an earlier
+            // request, and summing the entries' lengths first costs more than the odd
+            // regrowth.
+            match rule {
+                Some(r) => r.matched_key_stem_into(key, prefix, domain, &d.entries),
+                None => cache_key_stem_into(key, prefix, domain, &d.entries),
+            }
+            if limit.joint {
+                joint_key(key);
+            }
+            // None for upstream's keys.
+            if !limit.key_tag.is_empty() {
+                key.push_str(&limit.key_tag);
+            }
+            if let Algorithm::FixedWindow { seconds } = limit.algorithm {
+                let window = window_start(now.secs, seconds);
+                if window_text.0 != window {
+                    window_text.1.clear();
+                    let _ = write!(window_text.1, "{window}");
+                    window_text.0 = window;
+                }
+                key.push_str(&window_text.1);
+            }
+        }
+        inc.ttl_seconds = ttl + jitter(&inc.key, self.jitter_max);
         inc.hits = hits;
         inc.unit = limit.unit;
         inc.op = op;

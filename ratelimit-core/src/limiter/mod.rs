@@ -136,6 +136,11 @@ pub struct Limiter<S, C> {
     jitter_max: u64,
     /// No setting adds work the lone-descriptor lane leaves out (`lone.rs`).
     lone_lane: bool,
+    /// The store names counters by [`crate::Increment::id`]: the plan step computes it.
+    by_id: bool,
+    /// Something reads the keys' text (the store, or the local cache): the plan step
+    /// writes it.
+    key_text: bool,
 }
 
 impl<S: CounterStore, C: Clock> Limiter<S, C> {

@@ -29,7 +29,12 @@ impl crate::CounterStore for NoStore {
         unreachable!("the plan and finish steps ask no store")
     }
 
-    async fn get(&self, _: u64, _: &[&str], _: &mut [u64]) -> Result<(), crate::StoreError> {
+    async fn get(
+        &self,
+        _: u64,
+        _: &[crate::Increment],
+        _: &mut [u64],
+    ) -> Result<(), crate::StoreError> {
         unreachable!("the plan and finish steps ask no store")
     }
 
@@ -239,6 +244,7 @@ impl crate::CounterStore for Counting {
     fn kind(&self) -> crate::StoreKind {
         crate::StoreKind::InProcess {
             expires_by_ttl: false,
+            by_id: false,
         }
     }
 
@@ -257,7 +263,12 @@ impl crate::CounterStore for Counting {
         Ok(())
     }
 
-    async fn get(&self, _: u64, _: &[&str], _: &mut [u64]) -> Result<(), crate::StoreError> {
+    async fn get(
+        &self,
+        _: u64,
+        _: &[crate::Increment],
+        _: &mut [u64],
+    ) -> Result<(), crate::StoreError> {
         Ok(())
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::*;
 use crate::algorithm::{Algorithm, AlgorithmName, Bucket};
 use crate::config::RateLimitConfig;
+use crate::key_id::KeyIdState;
 
 /// Walks a document's descriptors level by level, building the matching tree.
 pub(super) struct Compiler<'a> {
@@ -158,6 +159,14 @@ impl Compiler<'_> {
         {
             tag_keys(&mut compiled, joint);
         }
+        for l in &mut compiled {
+            let window = l.algorithm.fixed_window_seconds();
+            let depth = self.levels.len();
+            let mut head =
+                KeyIdState::key_parts(l.joint, window, depth, &self.doc.domain, &l.key_tag);
+            head.bytes(self.root_key.as_bytes());
+            l.id_head = Some(head);
+        }
         let levels: Vec<Level> = self
             .levels
             .iter()
@@ -286,6 +295,7 @@ impl Compiler<'_> {
             name: rl.name.clone(),
             key_tag: String::new(),
             joint: false,
+            id_head: None,
         }))
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::algorithm::{Algorithm, AlgorithmName};
+use crate::key_id::KeyIdState;
 use crate::unit::Unit;
 
 /// One limit of a rule.
@@ -27,6 +28,9 @@ pub struct Limit {
     /// The key's descriptor part is wrapped in braces, a Redis Cluster hash tag: the
     /// limits of one descriptor are decided in one atomic step, on one slot.
     pub joint: bool,
+    /// The fingerprint of this limit's keys up to the rule's first descriptor key
+    /// (joint, domain, tag, key), hashed at load; `None` for a request override's limit.
+    pub(crate) id_head: Option<KeyIdState>,
 }
 
 impl Limit {
@@ -43,6 +47,7 @@ impl Limit {
             name: String::new(),
             key_tag: String::new(),
             joint: false,
+            id_head: None,
         }
     }
 

@@ -246,8 +246,8 @@ impl<S: CounterStore> CounterStore for TracedStore<S> {
         .await
     }
 
-    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
-        traced("store.get", keys.len(), self.0.get(now, keys, out)).await
+    async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
+        traced("store.get", batch.len(), self.0.get(now, batch, out)).await
     }
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {

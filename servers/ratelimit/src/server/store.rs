@@ -99,9 +99,9 @@ impl CounterStore for TimedStore {
         r
     }
 
-    async fn get(&self, now: u64, keys: &[&str], out: &mut [u64]) -> Result<(), StoreError> {
+    async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
         let started = histogram::start();
-        let r = self.store.get(now, keys, out).await;
+        let r = self.store.get(now, batch, out).await;
         self.histogram.observe_since(started);
         r
     }
