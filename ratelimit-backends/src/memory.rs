@@ -106,13 +106,14 @@ impl MemoryStore {
 
     #[inline(always)] // the body of the store's one common call
     fn count_window(&self, now: u64, inc: &Increment) -> u64 {
-        let id = inc.counter_id();
-        let (hash, shard) = self.shard(&id);
+        let mut text = KeyId::default();
+        let id = inc.counter_id(&mut text);
+        let (hash, shard) = self.shard(id);
         let mut shard = shard.lock();
         if now >= shard.next_sweep {
             sweep(&mut shard, now);
         }
-        self.count_in(&mut shard, (hash, &id), now, inc)
+        self.count_in(&mut shard, (hash, id), now, inc)
     }
 
     /// A fixed window's count in a shard already locked.
@@ -248,7 +249,8 @@ impl CounterStore for MemoryStore {
     async fn get(&self, now: u64, batch: &[Increment], out: &mut [u64]) -> Result<(), StoreError> {
         for (inc, o) in batch.iter().zip(out.iter_mut()) {
             *o = if inc.always_counts() {
-                self.value_of(now, &inc.counter_id()).unwrap_or(0)
+                self.value_of(now, inc.counter_id(&mut KeyId::default()))
+                    .unwrap_or(0)
             } else {
                 0
             };
@@ -258,8 +260,8 @@ impl CounterStore for MemoryStore {
 
     async fn refund(&self, now: u64, batch: &[Increment]) -> Result<(), StoreError> {
         for inc in batch {
-            let (hash, shard) = self.shard(&inc.counter_id());
-            let id = inc.counter_id().to_bytes();
+            let id = inc.counter_id(&mut KeyId::default()).to_bytes();
+            let (hash, shard) = self.shard(&KeyId::from_bytes(id));
             shard.lock().counters.refund(hash, &id, inc.hits, now);
         }
         Ok(())

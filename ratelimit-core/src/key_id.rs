@@ -54,12 +54,28 @@ const SHORT: usize = 30;
 /// The identity of a counter in an in-process store: two lanes of 62 bits. The default
 /// (both lanes 0) is no fingerprint: it says "named by the key's text" (a fingerprint is
 /// 0 in both lanes with probability about 2^-122).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, Hash, Default)]
 pub struct KeyId {
     lanes: [u64; 2],
 }
 
+/// Lane by lane, in general-purpose registers (see [`crate::Increment::counter_id`]).
+impl PartialEq for KeyId {
+    #[inline(always)]
+    fn eq(&self, other: &KeyId) -> bool {
+        (self.lanes[0] ^ other.lanes[0]) | (self.lanes[1] ^ other.lanes[1]) == 0
+    }
+}
+
+impl Eq for KeyId {}
+
 impl KeyId {
+    /// Whether this is a fingerprint (not the default, "named by the key's text").
+    #[inline(always)]
+    pub fn is_set(&self) -> bool {
+        self.lanes[0] | self.lanes[1] != 0
+    }
+
     /// The fingerprint of a key given as text, for callers that name counters themselves
     /// (tests, direct users of a store). It never equals a fingerprint of parts.
     pub fn of_text(key: &str) -> KeyId {

@@ -105,13 +105,17 @@ impl Increment {
     }
 
     /// The identity a store that counts by id names this increment's counter by: `id`,
-    /// or the fingerprint of `key` when `id` is the default.
+    /// or, when `id` is the default, the fingerprint of `key`, written into `text`. A
+    /// reference, so that a store reads the lanes where the limiter just wrote them
+    /// (copying the identity whole moves it through a vector register, whose load
+    /// cannot take the two 8-byte stores that wrote it from the store buffer).
     #[inline(always)]
-    pub fn counter_id(&self) -> KeyId {
-        if self.id == KeyId::default() {
-            return named_by_text(&self.key);
+    pub fn counter_id<'a>(&'a self, text: &'a mut KeyId) -> &'a KeyId {
+        if self.id.is_set() {
+            return &self.id;
         }
-        self.id
+        *text = named_by_text(&self.key);
+        text
     }
 
     /// The key [`CounterStore::get`] reads for this increment on a store of text keys:

@@ -62,14 +62,15 @@ impl MemoryStore {
     /// A sliding window or token bucket alone in its group: one key, one lock, one
     /// lookup.
     pub(super) fn decide_alone(&self, now: u64, inc: &Increment) -> u64 {
-        let (hash, shard) = self.shard(&inc.counter_id());
+        let mut text = KeyId::default();
+        let id = inc.counter_id(&mut text);
+        let (hash, shard) = self.shard(id);
         let mut shard = shard.lock();
         if now >= shard.next_sweep {
             sweep(&mut shard, now);
         }
-        let id = inc.counter_id();
         let expires_at = now.saturating_add(inc.ttl_seconds);
-        if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| *k == id) {
+        if let Some((_, state)) = shard.states.find_mut(hash, |(k, _)| k == id) {
             let live = state.expires_at > now;
             let r = decide_state(live.then_some(&state.value), inc);
             if let (true, Some(value)) = (r.admitted, r.write) {
@@ -81,7 +82,7 @@ impl MemoryStore {
         if let (true, Some(value)) = (r.admitted, r.write) {
             shard
                 .states
-                .insert_unique(hash, (id, State { value, expires_at }), |(k, _)| {
+                .insert_unique(hash, (*id, State { value, expires_at }), |(k, _)| {
                     k.table_hash()
                 });
         }
@@ -102,7 +103,10 @@ impl MemoryStore {
             .position(|i| !i.joint)
             .map_or(batch.len(), |p| first + 1 + p);
         let group = &batch[first..end];
-        let ids: Vec<KeyId> = group.iter().map(Increment::counter_id).collect();
+        let ids: Vec<KeyId> = group
+            .iter()
+            .map(|inc| *inc.counter_id(&mut KeyId::default()))
+            .collect();
         let hashes: Vec<(u64, usize)> = ids
             .iter()
             .map(|id| {
