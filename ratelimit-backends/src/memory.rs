@@ -186,10 +186,8 @@ impl MemoryStore {
 }
 
 /// The table hash of a stored counter's identity, for a table's growth.
-fn stored_hash(record_key: &[u8]) -> u64 {
-    let mut b = [0; 16];
-    b.copy_from_slice(record_key);
-    KeyId::from_bytes(b).table_hash()
+fn stored_hash(id: &counters::Id) -> u64 {
+    KeyId::from_bytes(*id).table_hash()
 }
 
 /// When the window of `seconds` holding `now` ends. Only a new or restarted counter needs
