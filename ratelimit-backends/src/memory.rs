@@ -50,7 +50,8 @@ struct Shard {
 /// ```
 #[derive(Debug)]
 pub struct MemoryStore {
-    shards: Box<[Mutex<Shard>]>,
+    /// A fixed number, so that indexing by a hash's bits needs no bounds check.
+    shards: Box<[Mutex<Shard>; SHARDS]>,
 }
 
 impl Default for MemoryStore {
@@ -63,7 +64,7 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         MemoryStore {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shards: Box::new(std::array::from_fn(|_| Mutex::default())),
         }
     }
 
@@ -71,14 +72,12 @@ impl MemoryStore {
     #[cfg(test)]
     fn with_max_chunks(max_chunks: usize) -> Self {
         MemoryStore {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        counters: counters::Counters::with_max_chunks(max_chunks),
-                        ..Shard::default()
-                    })
+            shards: Box::new(std::array::from_fn(|_| {
+                Mutex::new(Shard {
+                    counters: counters::Counters::with_max_chunks(max_chunks),
+                    ..Shard::default()
                 })
-                .collect(),
+            })),
         }
     }
 
