@@ -27,10 +27,15 @@
 //! and are never shown: a client learns about them only through two of its keys sharing
 //! a counter, which is the event bounded above.
 //!
-//! **The one difference from upstream's text.** Upstream joins the parts with `_`, so a
-//! domain, key or value holding `_` can give two descriptors one key (`a_b` + `c` and
-//! `a` + `b_c` both write `a_b_c_`), and Redis counts them together. Here they are
-//! different parts, so the memory store counts them apart.
+//! **Where this differs from upstream's text**, both times by keeping apart what
+//! upstream's text joins by accident:
+//! - Upstream joins the parts with `_`, so a domain, key or value holding `_` can give
+//!   two descriptors one key (`a_b` + `c` and `a` + `b_c` both write `a_b_c_`), and
+//!   Redis counts them together. Here they are different parts, counted apart.
+//! - Two untagged fixed windows of different lengths on one descriptor (a request
+//!   override of another unit than the rule's) write one key text whenever their
+//!   windows start at the same second (a minute's and an hour's at each full hour).
+//!   Here the lengths differ, so the counters do.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
@@ -54,7 +59,7 @@ const SHORT: usize = 30;
 /// The identity of a counter in an in-process store: two lanes of 62 bits. The default
 /// (both lanes 0) is no fingerprint: it says "named by the key's text" (a fingerprint is
 /// 0 in both lanes with probability about 2^-122).
-#[derive(Debug, Clone, Copy, Hash, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct KeyId {
     lanes: [u64; 2],
 }

@@ -3,6 +3,7 @@
 mod algorithms;
 mod fixtures;
 mod fuzz_corpus;
+mod key_ids;
 mod limits;
 mod properties;
 mod quota_matching;

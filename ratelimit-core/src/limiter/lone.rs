@@ -66,12 +66,16 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             (hits, false),
             now,
         );
-        work.oversized |= work.batch[0].key.capacity() > SPARE_KEY_BYTES;
         let mut count = [0];
         let counted = self
             .store
             .increment_now(now.secs, &work.batch[..1], &mut count);
-        work.trim();
+        // Only a key's text can outgrow the spare room: the lane uses one slot of a batch
+        // the general path trims after itself.
+        if self.key_text {
+            work.oversized |= work.batch[0].key.capacity() > SPARE_KEY_BYTES;
+            work.trim();
+        }
         if let Err(e) = counted {
             return Some(Err(e.into()));
         }
