@@ -7,6 +7,8 @@
 //! statistics with upstream's arithmetic. Beyond upstream, a limit can count as a token
 //! bucket (GCRA), a sliding window or a window of several units, and a descriptor can have
 //! several limits ([`algorithm`]); rules without those fields behave exactly as upstream's.
+//! A store in this process gets no key text at all, but a fingerprint of the key's parts
+//! ([`key_id`]).
 //!
 //! What it deliberately does not do: any I/O. It opens no sockets or files, spawns no tasks,
 //! reads no clock and pulls in no async runtime. Counters live behind [`CounterStore`] and
