@@ -195,9 +195,9 @@ impl KeyIdState {
         }
     }
 
-    /// Mixes in a string, cut into 7-byte little-endian words. A string shorter than
-    /// [`SHORT`] (most) carries `length + 1` in bits 56-60 of its first word; a longer
-    /// one is preceded by a word of `length + 1`, whose bits 56-60 are zero.
+    /// Mixes in a string, cut into 7-byte little-endian words. A string shorter than 30
+    /// bytes (most) carries `length + 1` in bits 56-60 of its first word; a longer one
+    /// is preceded by a word of `length + 1`, whose bits 56-60 are zero.
     #[inline(always)]
     pub fn bytes(&mut self, b: &[u8]) {
         if b.len() <= 7 {
