@@ -176,7 +176,10 @@ impl KeyIdState {
         domain: &str,
         tag: &str,
     ) -> KeyIdState {
-        let layout = PARTS | if joint { JOINT } else { 0 } | (entries as u64) << ENTRIES;
+        // Requests hold far fewer entries than 2^40 (the servers bound them); the bound
+        // only keeps the word in the field.
+        let entries = (entries as u64).min(1 << 40);
+        let layout = PARTS | if joint { JOINT } else { 0 } | entries << ENTRIES;
         let mut s = KeyIdState::start(layout);
         // Window lengths are far below p (a century is 2^32 seconds); the bound only
         // keeps the word in the field.
