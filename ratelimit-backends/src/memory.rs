@@ -31,12 +31,12 @@ struct Shard {
 /// limiter computes instead of the key's text (see `ratelimit_core::key_id`): a counter
 /// holds 16 bytes of identity whatever its key's length. One consequence: descriptors
 /// that upstream's `_`-joined text makes one key (`a_b` + `c` and `a` + `b_c`) count
-/// apart here, where Redis and memcached count them together.
+/// apart here, where Redis and memcached count them together (`key_id` has the other).
 ///
-/// Keys live until their window ends (the window is encoded in the key, so a key is never
-/// counted again after that). Dead keys are reclaimed by a sweep of a shard at most once a
-/// second, triggered by traffic to that shard, so memory is bounded by the number of live
-/// windows.
+/// A counter lives until its window ends; one found after that starts over in its new
+/// window (a key text holds its window's start, an identity the window's length). Dead
+/// counters are reclaimed by a sweep of a shard at most once a second, triggered by
+/// traffic to that shard, so memory is bounded by the number of live windows.
 ///
 /// ```
 /// use ratelimit_backends::MemoryStore;
