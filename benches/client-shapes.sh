@@ -6,7 +6,7 @@
 # client, in the same round. Then p99 at a fixed 20,000/s on Redis and on the null server,
 # raw and h2 clients, alternating, ROUNDS times. Prints medians at the end.
 # Targets: Redis >= 0.85x null, memory >= 0.95x null; p99 on Redis <= 2x null's.
-# Usage: benches/client-shapes.sh [DURATION_SECS=5] [REPS=3] [ROUNDS=5]
+# Usage: [SHAPES="raw1 raw2 tonic h2"] benches/client-shapes.sh [DURATION_SECS=5] [REPS=3] [ROUNDS=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
@@ -29,7 +29,7 @@ pids+=($!)
 sleep 0.5
 declare -A port=([null]=18699 [memory]=18680 [redis]=18690)
 declare -A flags=([raw1]="--raw --conns 1" [raw2]="--raw --conns 2" [tonic]="--conns 2" [h2]="--h2 --conns 2")
-shapes=(raw1 raw2 tonic h2)
+shapes=(${SHAPES:-raw1 raw2 tonic h2})
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 load() {
