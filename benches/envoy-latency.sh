@@ -13,11 +13,7 @@ ROUNDS=${3:-5}
 REDIS_PORT=16499
 . benches/lib.sh
 scratch envoy-latency
-if [ -z "${ENVOY_BIN:-}" ]; then
-    ENVOY_BIN=$(command -v envoy || true)
-    # shellcheck source=/dev/null
-    [ -n "$ENVOY_BIN" ] || source scripts/deps.d/envoy.sh
-fi
+find_envoy
 cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
     --bin rl-null-server --bin rl-http >&2
 bin=target/release
@@ -30,25 +26,6 @@ start_ratelimit ours 18580 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=12
 "$bin/rl-null-server" 127.0.0.1:18592 >"$work/null.log" 2>&1 &
 pids+=($!)
 
-# start_envoy NAME FRONT_PORT GRPC_PORT: the example's Envoy on FRONT_PORT (app on +1,
-# admin on +2) asking the rate limit service on GRPC_PORT.
-start_envoy() {
-    local name=$1 front=$2 grpc=$3
-    sed -e "s/port_value: 10000}/port_value: $front}/" \
-        -e "s/port_value: 10001}/port_value: $((front + 1))}/g" \
-        -e "s/port_value: 9901}/port_value: $((front + 2))}/" \
-        -e "s/port_value: 8081}/port_value: $grpc}/" \
-        examples/envoy/envoy.yaml >"$work/$name.yaml"
-    "$ENVOY_BIN" -c "$work/$name.yaml" --disable-hot-restart --concurrency 1 -l warning \
-        --base-id-path "$work/$name.base-id" --use-dynamic-base-id >"$work/$name-envoy.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 300); do
-        curl -fs -o /dev/null "http://127.0.0.1:$((front + 2))/ready" && return 0
-        sleep 0.1
-    done
-    cat "$work/$name-envoy.log"
-    exit 1
-}
 start_envoy ours 18600 18580
 start_envoy null 18610 18592
 for port in 18600 18610; do

@@ -12,6 +12,11 @@ scratch() {
     trap cleanup EXIT
 }
 
+# ticks PID: the CPU a process has used so far, user and system, in clock ticks (1/100 s).
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# us_per ΔTICKS N: microseconds of CPU per item.
+us_per() { echo "$1 * 10000 / $2" | bc -l; }
+
 # start_redis PORT: a throwaway Redis on loopback (no persistence), ready when this returns.
 start_redis() {
     redis-server --bind 127.0.0.1 --port "$1" --save "" --appendonly no \
@@ -34,5 +39,34 @@ start_ratelimit() {
     pids+=($!)
     for _ in $(seq 100); do grep -q listening "$work/$name.log" && return 0; sleep 0.1; done
     cat "$work/$name.log"
+    exit 1
+}
+
+# find_envoy: $ENVOY_BIN, else the one on PATH, else the one the test command installs.
+find_envoy() {
+    if [ -z "${ENVOY_BIN:-}" ]; then
+        ENVOY_BIN=$(command -v envoy || true)
+        # shellcheck source=/dev/null
+        [ -n "$ENVOY_BIN" ] || source scripts/deps.d/envoy.sh
+    fi
+}
+
+# start_envoy NAME FRONT_PORT GRPC_PORT: the example's Envoy on FRONT_PORT (app on +1,
+# admin on +2) asking the rate limit service on GRPC_PORT, with ENVOY_CONCURRENCY workers (1).
+start_envoy() {
+    local name=$1 front=$2 grpc=$3
+    sed -e "s/port_value: 10000}/port_value: $front}/" \
+        -e "s/port_value: 10001}/port_value: $((front + 1))}/g" \
+        -e "s/port_value: 9901}/port_value: $((front + 2))}/" \
+        -e "s/port_value: 8081}/port_value: $grpc}/" \
+        examples/envoy/envoy.yaml >"$work/$name.yaml"
+    "$ENVOY_BIN" -c "$work/$name.yaml" --disable-hot-restart --concurrency "${ENVOY_CONCURRENCY:-1}" -l warning \
+        --base-id-path "$work/$name.base-id" --use-dynamic-base-id >"$work/$name-envoy.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 300); do
+        curl -fs -o /dev/null "http://127.0.0.1:$((front + 2))/ready" && return 0
+        sleep 0.1
+    done
+    cat "$work/$name-envoy.log"
     exit 1
 }

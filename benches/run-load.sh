@@ -77,10 +77,6 @@ rb() {
         tr '\r' '\n' | sed -n 's/^INCR: \([0-9.]*\) requests per second.*/\1/p' | tail -1
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# CPU time (user + system, in 10 ms ticks) a process has used so far.
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# us_per ΔTICKS N: microseconds of CPU per item.
-us_per() { echo "$1 * 10000 / $2" | bc -l; }
 
 r_p1=() r_p1one=() r_p1tonic=() r_mem=() r_memraw=() r_rcpu=()
 for rep in $(seq "$REPS"); do
