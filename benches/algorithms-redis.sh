@@ -4,6 +4,7 @@
 # one descriptor over 1000 keys, 64 streams; each round with tonic's client and with
 # rl-load's raw HTTP/2 client (two client shapes: a ratio that holds for one only is not
 # a result). Limits are high, so every decision is an allowed one (the common case).
+# Each load also prints the CPU per decision of the generator, the server and Redis.
 #   benches/algorithms-redis.sh [DURATION_SECS=5] [REPS=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ echo "== $(date -u +%FT%TZ) $(nproc) cores; $(redis-server --version | cut -d' '
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
     --daemonize no --logfile "$work/redis.log" &
 pids+=($!)
+redis_pid=$!
 for _ in $(seq 50); do grep -q "Ready to accept" "$work/redis.log" 2>/dev/null && break; sleep 0.1; done
 
 # start ALGORITHM PORT_BASE: a server whose `user` rule counts with ALGORITHM.
@@ -32,21 +34,30 @@ start() {
         BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT \
         "$bin/ratelimit" >"$work/$alg.log" 2>&1 &
     pids+=($!)
+    server_pid[$alg]=$!
     for _ in $(seq 100); do
         grep -q "listening" "$work/$alg.log" 2>/dev/null && return 0
         sleep 0.1
     done
     echo "$alg did not start:"; cat "$work/$alg.log"; exit 1
 }
+declare -A server_pid
 start fixed_window 18580
 start token_bucket 18680
 start sliding_window 18780
 port() { case $1 in fixed_window) echo 18582 ;; token_bucket) echo 18682 ;; sliding_window) echo 18782 ;; esac; }
-rate() { # ALGORITHM CLIENT_FLAG...
-    local alg=$1
+rate() { # ALGORITHM CLIENT_FLAG...: prints the rate; the CPU split goes to stderr.
+    local alg=$1 line s0 r0 n
     shift
-    timeout $((DURATION + 30)) "$bin/rl-load" --duration "$DURATION" --streams 64 \
-        --addr "127.0.0.1:$(port "$alg")" --label "$alg" "$@" | sed -n 's/.* rate=\([^ ]*\).*/\1/p'
+    s0=$(ticks "${server_pid[$alg]}") r0=$(ticks "$redis_pid")
+    line=$(timeout $((DURATION + 30)) "$bin/rl-load" --duration "$DURATION" --streams 64 \
+        --addr "127.0.0.1:$(port "$alg")" --label "$alg" "$@")
+    n=$(echo "$line" | sed -n 's/.* decisions=\([^ ]*\).*/\1/p')
+    printf '  %s %s: CPU us per decision: generator %s, server %.1f, Redis %.1f\n' "$alg" "${1:---tonic}" \
+        "$(echo "$line" | sed -n 's/.* load_cpu_us=\([^ ]*\).*/\1/p')" \
+        "$(us_per $(($(ticks "${server_pid[$alg]}") - s0)) "$n")" \
+        "$(us_per $(($(ticks "$redis_pid") - r0)) "$n")" >&2
+    echo "$line" | sed -n 's/.* rate=\([^ ]*\).*/\1/p'
 }
 declare -A ratios
 for rep in $(seq "$REPS"); do
