@@ -4,7 +4,8 @@
 # the h2 crate's on 2; 64 streams, closed loop) the null gRPC server, ours on the memory
 # store and ours on Redis run in turn; ratios are against the null server with the same
 # client, in the same round. Then p99 at a fixed 20,000/s on Redis and on the null server,
-# raw and h2 clients, alternating, ROUNDS times. Prints medians at the end.
+# raw and h2 clients, alternating, ROUNDS times, each with how long Redis and the server
+# waited for a core (runnable, not running). Prints medians at the end.
 # Targets: Redis >= 0.85x null, memory >= 0.95x null; p99 on Redis <= 2x null's.
 # Usage: [SHAPES="raw1 raw2 tonic h2"] benches/client-shapes.sh [DURATION_SECS=5] [REPS=3] [ROUNDS=5]
 set -euo pipefail
@@ -22,10 +23,13 @@ mkdir -p "$work/rt/config"
 printf 'domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
     >"$work/rt/config/api.yaml"
 start_redis $REDIS_PORT
+redis_pid=${pids[-1]}
 start_ratelimit memory 18680 BACKEND_TYPE=memory
 start_ratelimit redis 18690 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT
+declare -A server_pid=([redis]=${pids[-1]})
 "$bin/rl-null-server" 127.0.0.1:18699 >"$work/null.log" 2>&1 &
 pids+=($!)
+server_pid[null]=$!
 sleep 0.5
 declare -A port=([null]=18699 [memory]=18680 [redis]=18690)
 declare -A flags=([raw1]="--raw --conns 1" [raw2]="--raw --conns 2" [tonic]="--conns 2" [h2]="--h2 --conns 2")
@@ -57,9 +61,14 @@ declare -A p99s
 for rep in $(seq "$ROUNDS"); do
     for shape in raw2 h2; do
         for server in redis null; do
+            w0=$(run_delay_us "${server_pid[$server]}") r0=$(run_delay_us "$redis_pid")
             line=$(load $server "${flags[$shape]}" --rate 20000 --duration "$DURATION" \
                 --label "${shape}_${server}_20k")
+            w1=$(run_delay_us "${server_pid[$server]}") r1=$(run_delay_us "$redis_pid")
             echo "$line" | cut -d' ' -f1-14
+            n=$(echo "$line" | field decisions)
+            printf '  waiting for a core, us per decision: server %.2f, Redis %.2f\n' \
+                "$(echo "($w1 - $w0) / $n" | bc -l)" "$(echo "($r1 - $r0) / $n" | bc -l)"
             p99s[$shape.$server]+="$(echo "$line" | field p99_us) "
         done
     done

@@ -17,6 +17,10 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # us_per ΔTICKS N: microseconds of CPU per item.
 us_per() { echo "$1 * 10000 / $2" | bc -l; }
 
+# run_delay_us PID: how long the threads of a process now running have waited runnable
+# for a core so far, in microseconds (`/proc/PID/task/*/schedstat`, second field).
+run_delay_us() { cat /proc/"$1"/task/*/schedstat | awk '{d += $2} END {printf "%d\n", d / 1000}'; }
+
 # start_redis PORT: a throwaway Redis on loopback (no persistence), ready when this returns.
 start_redis() {
     redis-server --bind 127.0.0.1 --port "$1" --save "" --appendonly no \
