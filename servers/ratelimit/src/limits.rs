@@ -185,20 +185,47 @@ impl<'a> Fields<'a> {
 
     fn field(&mut self) -> Option<(u64, Wire<'a>)> {
         let key = self.varint()?;
-        let value = match key & 7 {
+        let value = self.value(key, 0)?;
+        Some((key >> 3, value))
+    }
+
+    /// The value of a field whose key was `key`, inside `depth` groups.
+    fn value(&mut self, key: u64, depth: u32) -> Option<Wire<'a>> {
+        match key & 7 {
             0 => self.varint().map(|_| Wire::Other),
             1 => self.take(8).map(|_| Wire::Other),
             2 => {
                 let len = self.varint()?;
                 self.take(len).map(Wire::Bytes)
             }
+            // No field of these messages is a group, but prost skips an unknown one and
+            // decodes what follows it, so the walk must go on after it too.
+            3 => self.skip_group(key >> 3, depth + 1).map(|()| Wire::Other),
             5 => self.take(4).map(|_| Wire::Other),
-            // Groups (3, 4) are not in these messages; the decoder says what is wrong.
+            // An end of group that was never started, or wire types 6 and 7: the decoder
+            // refuses these.
             _ => None,
-        }?;
-        Some((key >> 3, value))
+        }
+    }
+
+    /// Skips to the end of the group numbered `number`, the `depth`th nested one.
+    fn skip_group(&mut self, number: u64, depth: u32) -> Option<()> {
+        // Deeper than prost's recursion limit, the decoder refuses the message anyway.
+        if depth > PROST_RECURSION_LIMIT {
+            return None;
+        }
+        loop {
+            let key = self.varint()?;
+            if key & 7 == 4 {
+                return (key >> 3 == number).then_some(());
+            }
+            self.value(key, depth)?;
+        }
     }
 }
+
+/// prost's limit on nested messages and groups (`RECURSION_LIMIT`, not public).
+const PROST_RECURSION_LIMIT: u32 = 100;
 
 impl<'a> Iterator for Fields<'a> {
     type Item = Option<(u64, Wire<'a>)>;
@@ -271,6 +298,70 @@ mod tests {
                 "{req:?}"
             );
             assert_eq!(LIMITS.check_pb(&pb), LIMITS.check_request(&req), "{req:?}");
+        }
+    }
+
+    /// `bytes` with an unknown group (field 13: start, a varint field inside, end) put at
+    /// `at`: prost skips such a group, so a check that stopped at it would let the rest of
+    /// the message through unchecked.
+    fn with_group(bytes: &[u8], at: usize) -> Vec<u8> {
+        let mut out = bytes[..at].to_vec();
+        out.extend_from_slice(&[0x6b, 0x28, 0x0a, 0x6c]);
+        out.extend_from_slice(&bytes[at..]);
+        out
+    }
+
+    #[test]
+    fn unknown_groups_are_skipped_as_the_decoder_skips_them() {
+        let too_long_domain = Request::new("a-long-domain", Vec::new());
+        let too_long_value = request(1, 1, "123456789");
+        for (req, inner) in [(too_long_domain, false), (too_long_value, true)] {
+            let encoded = prost::Message::encode_to_vec(&crate::convert::request_to_pb(&req));
+            let mut cases = vec![with_group(&encoded, 0)];
+            if inner {
+                // Inside the entry, before its key: re-encode the lengths around it.
+                let entry = with_group(b"\x0a\x02k0\x12\x09123456789", 0);
+                let mut descriptor = vec![0x0a, entry.len() as u8];
+                descriptor.extend_from_slice(&entry);
+                let mut message = b"\x0a\x06domain\x12".to_vec();
+                message.push(descriptor.len() as u8);
+                message.extend_from_slice(&descriptor);
+                cases.push(message);
+            }
+            for bytes in cases {
+                let decoded: rls::RateLimitRequest =
+                    prost::Message::decode(&bytes[..]).expect("prost skips the group");
+                assert!(LIMITS.check_pb(&decoded).is_err(), "{req:?}");
+                assert_eq!(
+                    LIMITS.check_encoded(&bytes),
+                    LIMITS.check_pb(&decoded),
+                    "{bytes:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn groups_nested_as_deep_as_the_decoder_goes_are_skipped() {
+        let encoded = prost::Message::encode_to_vec(&crate::convert::request_to_pb(&Request::new(
+            "a-long-domain",
+            Vec::new(),
+        )));
+        for depth in [100, 101] {
+            let mut bytes = vec![0x6b; depth];
+            bytes.extend(std::iter::repeat_n(0x6c, depth));
+            bytes.extend_from_slice(&encoded);
+            let decoded = <rls::RateLimitRequest as prost::Message>::decode(&bytes[..]);
+            match depth {
+                100 => assert_eq!(
+                    LIMITS.check_encoded(&bytes),
+                    LIMITS.check_pb(&decoded.expect("within prost's limit"))
+                ),
+                _ => {
+                    assert!(decoded.is_err(), "past prost's limit");
+                    assert_eq!(LIMITS.check_encoded(&bytes), Ok(()));
+                }
+            }
         }
     }
 
