@@ -79,7 +79,8 @@ async fn errors_carry_upstreams_messages() {
     assert!(call(&ch, &req("rl", &[("free", "x")])).await.is_ok());
 }
 
-const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+pub(crate) const SHOULD_RATE_LIMIT: &str =
+    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 #[tokio::test]
 async fn unknown_services_and_methods_are_unimplemented() {
@@ -108,7 +109,7 @@ async fn unknown_services_and_methods_are_unimplemented() {
 }
 
 /// Sends `body` as the protobuf payload of a call to `path` and returns the status.
-async fn raw_call(addr: &str, path: &str, body: &[u8]) -> tonic::Code {
+pub(crate) async fn raw_call(addr: &str, path: &str, body: &[u8]) -> tonic::Code {
     use http_body_util::{BodyExt, Full};
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http2::handshake(
