@@ -15,13 +15,7 @@ ROUNDS=${2:-5}
 REDIS_PORT=16498
 . benches/lib.sh
 scratch envoy-closed
-find_envoy
-cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
-    --bin rl-null-server --bin rl-http >&2
-bin=target/release
-mkdir -p "$work/rt/config"
-printf 'domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
-    >"$work/rt/config/rl.yaml"
+setup_envoy_bench
 
 # The PIDs of each side's rate limit service and Envoy, for their CPU per request.
 declare -A service envoy

@@ -13,13 +13,7 @@ ROUNDS=${3:-5}
 REDIS_PORT=16499
 . benches/lib.sh
 scratch envoy-latency
-find_envoy
-cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
-    --bin rl-null-server --bin rl-http >&2
-bin=target/release
-mkdir -p "$work/rt/config"
-printf 'domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
-    >"$work/rt/config/rl.yaml"
+setup_envoy_bench
 
 start_redis $REDIS_PORT
 start_ratelimit ours 18580 BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$REDIS_PORT

@@ -55,6 +55,19 @@ find_envoy() {
     fi
 }
 
+# setup_envoy_bench: what the Envoy benches share: Envoy found, the server, the null
+# server and rl-http built ($bin), and the example's rule (`api_key`, never over) in
+# $work/rt/config for start_ratelimit.
+setup_envoy_bench() {
+    find_envoy
+    cargo build --release --locked -p ratelimit-server --bin ratelimit -p ratelimit-benches \
+        --bin rl-null-server --bin rl-http >&2
+    bin=target/release
+    mkdir -p "$work/rt/config"
+    printf 'domain: rl\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n' \
+        >"$work/rt/config/rl.yaml"
+}
+
 # start_envoy NAME FRONT_PORT GRPC_PORT: the example's Envoy on FRONT_PORT (app on +1,
 # admin on +2) asking the rate limit service on GRPC_PORT, with ENVOY_CONCURRENCY workers (1).
 start_envoy() {
