@@ -1,5 +1,5 @@
-//! Replays the committed `ratelimit_proto`, `rls_answer` and `ratelimit_b3` cargo-fuzz
-//! corpora on stable: the same checks the fuzz targets run.
+//! Replays the committed `ratelimit_proto`, `rls_answer`, `ratelimit_b3` and
+//! `prometheus_render` cargo-fuzz corpora on stable: the same checks the fuzz targets run.
 
 use std::path::PathBuf;
 
@@ -14,6 +14,9 @@ mod b3_harness;
 
 #[path = "../../../fuzz/harness/rls_answer.rs"]
 mod answer_harness;
+
+#[path = "../../../fuzz/harness/prometheus_render.rs"]
+mod prometheus_harness;
 
 /// Runs `check` on every file of the cargo-fuzz corpus `target`; how many files there
 /// were, and how many `check` accepted.
@@ -91,4 +94,14 @@ fn b3_corpus_parses_or_fails_cleanly() {
     let (seen, parsed) = replay("ratelimit_b3", b3_harness::run);
     assert!(seen >= 5, "corpus has {seen} files");
     assert!(parsed >= 1, "the valid seeds still parse");
+}
+
+#[test]
+fn prometheus_corpus_renders_valid_exposition_text() {
+    let (seen, read) = replay("prometheus_render", prometheus_harness::run);
+    // Seeds with a mapper file that is read, and without one or with a refused one.
+    assert!(
+        read > 0 && read < seen,
+        "{read} of {seen} mapper files read"
+    );
 }

@@ -47,6 +47,31 @@ fn a_bad_setting_names_the_variable_and_value() {
 }
 
 #[test]
+fn a_mapper_label_prometheus_cannot_read_stops_startup() {
+    let dir = temp_dir("mapper");
+    let mapper = dir.join("mapper.yaml");
+    std::fs::write(
+        &mapper,
+        "mappings:\n- match: ratelimit.*.x\n  name: rl_x\n  labels: {'per route': $1}\n",
+    )
+    .unwrap();
+    let (code, err) = run_to_exit(
+        &[
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+            ("PROMETHEUS_MAPPER_YAML", mapper.to_str().unwrap()),
+        ],
+        &[("a.yaml", OK_RULES)],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("PROMETHEUS_MAPPER_YAML") && err.contains("invalid label name \"per route\""),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_unreachable_store_stops_startup_after_the_backoff() {
     let port = test_support::net::free_port();
     let url = format!("127.0.0.1:{port}");

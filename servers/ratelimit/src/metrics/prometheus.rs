@@ -38,8 +38,19 @@ pub fn parse_mapper(yaml: &str) -> Result<Vec<Mapping>, String> {
                 m.pattern, m.name
             ));
         }
+        if let Some(label) = m.labels.keys().find(|l| !valid_label_name(l)) {
+            return Err(format!(
+                "mapping {:?}: invalid label name {label:?}",
+                m.pattern
+            ));
+        }
     }
     Ok(f.mappings)
+}
+
+/// A label name of the exposition format: a metric name without colons.
+fn valid_label_name(n: &str) -> bool {
+    !n.contains(':') && valid_metric_name(n)
 }
 
 fn valid_metric_name(n: &str) -> bool {
@@ -147,6 +158,8 @@ fn expand(template: &str, caps: &[String]) -> String {
 }
 
 /// statsd_exporter's fallback for unmapped names: anything outside `[a-zA-Z0-9_:]` -> `_`.
+/// A name must have a first character, so an empty one (a mapped name of only an empty
+/// capture) becomes `_`.
 fn escape_name(n: &str) -> String {
     let mut s: String = n
         .chars()
@@ -158,7 +171,7 @@ fn escape_name(n: &str) -> String {
             }
         })
         .collect();
-    if s.starts_with(|c: char| c.is_ascii_digit()) {
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');
     }
     s
@@ -299,5 +312,11 @@ mod tests {
         assert_eq!(m[0].labels["k"], "$1");
         assert!(parse_mapper("mappings:\n- match: a\n  name: 'bad name'\n").is_err());
         assert!(parse_mapper("nope: 1").is_err());
+        for bad in ["'a b'", "'a:b'", "9a", "''"] {
+            let file = format!("mappings:\n- match: a\n  name: x\n  labels: {{{bad}: v}}\n");
+            let err = parse_mapper(&file).expect_err(bad);
+            assert!(err.contains("invalid label name"), "{err}");
+        }
+        assert_eq!(escape_name(""), "_");
     }
 }
