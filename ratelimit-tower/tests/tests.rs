@@ -5,6 +5,7 @@
 mod axum_example;
 mod common;
 mod failure;
+mod fuzz_corpus;
 mod shadow;
 mod shared_redis;
 mod tonic_example;
