@@ -312,7 +312,7 @@ impl Scanner<'_> {
     fn skip_to_token(&mut self) {
         loop {
             if self.col == 0 && self.b[self.i..].starts_with(b"\xEF\xBB\xBF") {
-                self.i += 3;
+                self.bump();
             }
             while self.at(0) == b' '
                 || ((self.flow > 0 || !self.key_allowed) && self.at(0) == b'\t')

@@ -104,3 +104,14 @@ fn the_pathological_document_is_refused_quickly() {
     assert_eq!(scan(&text, usize::MAX).0, 200_001);
     assert!(t.elapsed() < std::time::Duration::from_secs(5));
 }
+
+#[test]
+fn a_bom_at_a_line_start_takes_a_column_as_in_libyaml() {
+    // libyaml skips a BOM at column 0 but counts its column, at the start of the text too
+    // (serde_yaml names the encoding, so the reader leaves the BOM to the scanner): `0bb`
+    // stands at column 3, inside `0b`'s mapping.
+    assert_eq!(depth("- 0b:\n\u{feff}  0bb:\n"), 3);
+    assert_eq!(depth("a:\n-\n- 0b\":\r\u{feff}  0bb:\r \n"), 4);
+    // `a` at column 1 and `b` beside it: one mapping.
+    assert_eq!(depth("\u{feff}a:\n b: 1\n"), 1);
+}
