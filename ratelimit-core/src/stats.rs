@@ -108,10 +108,19 @@ impl RuleStats {
 
 /// Makes a stat key safe for statsd-style sinks, as upstream does: `:` and `|` become `_`,
 /// and so do the dots of IPv4 addresses (which would otherwise split the metric path).
+/// Beyond upstream, so do ASCII control characters: request values reach stat keys
+/// (`detailed_metric`, `value_to_metric`), and a newline in one would end the statsd line
+/// and start another, under any name the client chose.
 pub fn sanitize_stat_name(name: &str) -> String {
     let mut out: Vec<u8> = name
         .bytes()
-        .map(|b| if b == b':' || b == b'|' { b'_' } else { b })
+        .map(|b| {
+            if b == b':' || b == b'|' || b.is_ascii_control() {
+                b'_'
+            } else {
+                b
+            }
+        })
         .collect();
     let mut i = 0;
     while i < out.len() {

@@ -9,6 +9,10 @@ fn sanitizes_like_upstream() {
     );
     assert_eq!(sanitize_stat_name("domain.key_1.2.3"), "domain.key_1.2.3");
     assert_eq!(sanitize_stat_name("d.k_1.2.3.4567"), "d.k_1.2.3.4567");
+    assert_eq!(
+        sanitize_stat_name("d.k_a\nother.metric\r\t\u{7f}é"),
+        "d.k_a_other.metric___é"
+    );
 }
 
 #[test]

@@ -81,6 +81,45 @@ fn statsd_over_tcp_with_extra_tags() {
     }
 }
 
+/// A request value with a newline, counted under `detailed_metric`, must not start a
+/// statsd line of its own: the client would choose that metric's name and value.
+#[test]
+fn a_newline_in_a_request_value_cannot_inject_a_statsd_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let rules = "domain: rl\ndescriptors:\n  - key: api_key\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
+    let srv = start(
+        &[("rl.yaml", rules)],
+        &[
+            ("USE_STATSD", "true"),
+            ("STATSD_HOST", "127.0.0.1"),
+            ("STATSD_PORT", &port),
+            ("STATS_FLUSH_INTERVAL", "100ms"),
+        ],
+    );
+    let req = r#"{"domain":"rl","descriptors":[{"entries":[{"key":"api_key","value":"a\ninjected.gauge:999999|g\nb"}]}]}"#;
+    post_json(srv.http, req);
+    let (conn, _) = listener.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reader = BufReader::new(conn);
+    let want = "ratelimit.service.rate_limit.rl.api_key_a_injected.gauge_999999_g_b.total_hits:1|c";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l == want) {
+        assert!(Instant::now() < deadline, "no {want:?} in {seen:#?}");
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            continue;
+        }
+        let line = line.trim_end().to_owned();
+        assert!(
+            !line.starts_with("injected"),
+            "an injected line: {seen:#?} {line:?}"
+        );
+        seen.push(line);
+    }
+}
+
 #[test]
 fn dogstatsd_over_udp_with_mogrifiers() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
