@@ -37,7 +37,9 @@ pub enum Flavor {
     Log,
 }
 
-/// Turns a name into (name, tags) through the first matching mogrifier.
+/// Turns a name into (name, tags) through the first matching mogrifier. A tag value is
+/// part of a name, which may carry a request value: its commas become `_`, or they would
+/// split it into tags the client chose.
 pub fn mogrify(mogrifiers: &[Mogrifier], name: &str) -> (String, Vec<(String, String)>) {
     for m in mogrifiers {
         if let Some(caps) = m.pattern.captures(name) {
@@ -49,7 +51,7 @@ pub fn mogrify(mogrifiers: &[Mogrifier], name: &str) -> (String, Vec<(String, St
                 .map(|(k, v)| {
                     let mut out = String::new();
                     caps.expand(v, &mut out);
-                    (k.clone(), out)
+                    (k.clone(), out.replace(',', "_"))
                 })
                 .collect();
             return (n, tags);
@@ -243,13 +245,28 @@ mod tests {
                 ("descriptor".into(), "$2".into()),
             ],
         };
-        let (n, t) = mogrify(&[m], "ratelimit.service.rate_limit.rl.api_key.over_limit");
+        let (n, t) = mogrify(
+            std::slice::from_ref(&m),
+            "ratelimit.service.rate_limit.rl.api_key.over_limit",
+        );
         assert_eq!(n, "ratelimit.service.rate_limit.over_limit");
         assert_eq!(
             t,
             [
                 ("domain".to_owned(), "rl".to_owned()),
                 ("descriptor".to_owned(), "api_key".to_owned())
+            ]
+        );
+        // A request value (`detailed_metric`) with a comma stays one tag on the wire.
+        let now = vec![(
+            "ratelimit.service.rate_limit.rl.api_key_a,env_prod.total_hits".to_owned(),
+            Value::Counter(1),
+        )];
+        let lines = render(&Flavor::Dog(vec![m]), &now, &Default::default(), &[]);
+        assert_eq!(
+            lines,
+            [
+                "ratelimit.service.rate_limit.total_hits:1|c|#domain:rl,descriptor:api_key_a_env_prod"
             ]
         );
     }
