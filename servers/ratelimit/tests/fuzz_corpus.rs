@@ -1,5 +1,6 @@
-//! Replays the committed `ratelimit_proto`, `rls_answer`, `ratelimit_b3` and
-//! `prometheus_render` cargo-fuzz corpora on stable: the same checks the fuzz targets run.
+//! Replays the committed `ratelimit_proto`, `rls_answer`, `ratelimit_b3`,
+//! `prometheus_render` and `xds_resource` cargo-fuzz corpora on stable: the same checks
+//! the fuzz targets run.
 
 use std::path::PathBuf;
 
@@ -17,6 +18,9 @@ mod answer_harness;
 
 #[path = "../../../fuzz/harness/prometheus_render.rs"]
 mod prometheus_harness;
+
+#[path = "../../../fuzz/harness/xds_resource.rs"]
+mod xds_harness;
 
 /// Runs `check` on every file of the cargo-fuzz corpus `target`; how many files there
 /// were, and how many `check` accepted.
@@ -103,5 +107,15 @@ fn prometheus_corpus_renders_valid_exposition_text() {
     assert!(
         read > 0 && read < seen,
         "{read} of {seen} mapper files read"
+    );
+}
+
+#[test]
+fn xds_corpus_compiles_or_is_refused() {
+    let (seen, compiled) = replay("xds_resource", xds_harness::run);
+    // Seeds with resources that compile and resources that are refused.
+    assert!(
+        compiled > 0 && compiled < seen,
+        "{compiled} of {seen} compiled"
     );
 }
