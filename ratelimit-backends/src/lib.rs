@@ -41,17 +41,5 @@ pub(crate) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send
 #[cfg(any(feature = "redis", feature = "memcached"))]
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
-/// The files of a committed cargo-fuzz corpus, for the tests that replay it on stable.
-#[cfg(test)]
-pub(crate) fn fuzz_corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
-        .collect()
-}
-
 #[cfg(feature = "memcached")]
 pub use memcached::MemcachedStore;

@@ -1,28 +1,13 @@
 //! Replays the committed `tower_request` and `tower_config` cargo-fuzz corpora on stable:
 //! the same checks the fuzz targets run.
 
-use std::path::PathBuf;
+use test_support::fuzz::replay;
 
 #[path = "../../fuzz/harness/tower_request.rs"]
 mod request_harness;
 
 #[path = "../../fuzz/harness/tower_config.rs"]
 mod config_harness;
-
-/// Runs `check` on every file of the cargo-fuzz corpus `target`; how many files there
-/// were, and how many `check` accepted.
-fn replay(target: &str, check: fn(&[u8]) -> bool) -> (usize, usize) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let (mut seen, mut accepted) = (0, 0);
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        seen += 1;
-        accepted += usize::from(check(&bytes));
-    }
-    (seen, accepted)
-}
 
 #[test]
 fn request_corpus_is_answered_200_or_429() {

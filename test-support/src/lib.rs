@@ -12,6 +12,7 @@
 //!   clients to check what they hold.
 //! - [`tls`] and [`dns`]: a throwaway CA with server and client certificates, and a DNS
 //!   server that answers SRV questions.
+//! - [`fuzz`]: the committed cargo-fuzz corpora, for the tests that replay them.
 //!
 //! What it does not do: it does not know any server's settings, log lines or binary
 //! paths. `env!("CARGO_BIN_EXE_<name>")` only works in the test crate, so each server's
@@ -19,6 +20,7 @@
 //! (which ports a server announces, where its rules go, gRPC channels).
 
 pub mod dns;
+pub mod fuzz;
 pub mod http;
 pub mod net;
 pub mod process;

@@ -156,9 +156,9 @@ mod tests {
     /// The committed cargo-fuzz corpus of `redis_reply`, replayed on stable.
     #[test]
     fn fuzz_corpus_replays() {
-        let corpus = crate::fuzz_corpus("redis_reply");
+        let corpus = test_support::fuzz::corpus("redis_reply");
         let files = corpus.len();
-        let replies: usize = corpus.iter().map(|d| check_parse(d)).sum();
+        let replies: usize = corpus.iter().map(|(_, d)| check_parse(d)).sum();
         assert!(
             files >= 5 && replies >= 5,
             "{files} files, {replies} replies"

@@ -2,10 +2,9 @@
 //! `prometheus_render` and `xds_resource` cargo-fuzz corpora on stable: the same checks
 //! the fuzz targets run.
 
-use std::path::PathBuf;
-
 use prost::Message;
 use ratelimit_server::convert::request_to_pb;
+use test_support::fuzz::replay;
 
 #[path = "../../../fuzz/harness/ratelimit_proto.rs"]
 mod proto_harness;
@@ -21,22 +20,6 @@ mod prometheus_harness;
 
 #[path = "../../../fuzz/harness/xds_resource.rs"]
 mod xds_harness;
-
-/// Runs `check` on every file of the cargo-fuzz corpus `target`; how many files there
-/// were, and how many `check` accepted.
-fn replay(target: &str, mut check: impl FnMut(&[u8]) -> bool) -> (usize, usize) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut seen = 0;
-    let mut accepted = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        seen += 1;
-        accepted += usize::from(check(&bytes));
-    }
-    (seen, accepted)
-}
 
 #[test]
 fn answer_corpus_is_encoded_by_hand_as_prost_encodes_it() {

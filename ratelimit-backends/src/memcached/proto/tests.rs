@@ -58,9 +58,9 @@ async fn pipelined_replies_in_order() {
 /// The committed cargo-fuzz corpus of `memcached_reply`, replayed on stable.
 #[test]
 fn fuzz_corpus_replays() {
-    let corpus = crate::fuzz_corpus("memcached_reply");
+    let corpus = test_support::fuzz::corpus("memcached_reply");
     let files = corpus.len();
-    let answered: usize = corpus.iter().map(|d| check_replies(d)).sum();
+    let answered: usize = corpus.iter().map(|(_, d)| check_replies(d)).sum();
     assert!(
         files >= 4 && answered >= 3,
         "{files} files, {answered} answers"
@@ -102,9 +102,9 @@ async fn a_pipeline_mixes_commands_in_one_write() {
 /// The committed cargo-fuzz corpus of `memcached_pipeline`, replayed on stable.
 #[test]
 fn pipeline_fuzz_corpus_replays() {
-    let corpus = crate::fuzz_corpus("memcached_pipeline");
+    let corpus = test_support::fuzz::corpus("memcached_pipeline");
     let files = corpus.len();
-    let answered: usize = corpus.iter().map(|d| check_pipeline_replies(d)).sum();
+    let answered: usize = corpus.iter().map(|(_, d)| check_pipeline_replies(d)).sum();
     assert!(
         files >= 5 && answered >= 4,
         "{files} files, {answered} answers"
