@@ -30,17 +30,19 @@ pub(crate) fn reword(errors: Vec<RuleError>, query: &str, schema: &Schema) -> Ve
     if juniper_cycles.is_empty() {
         return kept;
     }
-    let cycles = match parse_document_source::<DefaultScalarValue>(query, &schema.schema) {
-        Ok(document) => fragment_cycles(&document),
+    match parse_document_source::<DefaultScalarValue>(query, &schema.schema) {
+        // graphql-js may see no cycle where juniper does: juniper merges the spreads of
+        // fragments that share a name (an error of its own), graphql-js walks each
+        // definition's own.
+        Ok(document) => kept.extend(fragment_cycles(&document)),
         // The document parsed a moment ago with the same limits; should it not, juniper's own
         // wording is still better than none.
-        Err(_) => Vec::new(),
-    };
-    kept.extend(if cycles.is_empty() {
-        juniper_cycles
-    } else {
-        cycles
-    });
+        Err(_) => kept.extend(juniper_cycles.iter().cloned()),
+    }
+    // Whatever the wording, a document juniper refused stays refused.
+    if kept.is_empty() {
+        kept = juniper_cycles;
+    }
     // juniper orders validation errors by location; the merged list keeps that order.
     kept.sort();
     kept
@@ -68,22 +70,25 @@ struct Frame<'a> {
     next: usize,
 }
 
-/// Every fragment cycle of `document`, as graphql-js reports them: fragments are explored in
-/// document order, depth first, each at most once, and a spread back onto the current path
-/// is a cycle named after the fragment it re-enters, "via" the others on the path.
+/// Every fragment cycle of `document`, as graphql-js reports them: fragment definitions are
+/// explored in document order, depth first, each name at most once, and a spread back onto
+/// the current path is a cycle named after the fragment it re-enters, "via" the others on
+/// the path.
 fn fragment_cycles(document: &[Definition<'_, DefaultScalarValue>]) -> Vec<RuleError> {
     let mut walk = Walk::default();
-    let mut order = Vec::new();
+    let mut definitions = Vec::new();
     for definition in document {
         if let Definition::Fragment(fragment) = definition {
             let name = fragment.item.name.item;
-            // Like graphql-js, a repeated name (itself an error) resolves to the last one.
-            walk.fragments.insert(name, &fragment.item.selection_set);
-            order.push(name);
+            let selection_set = &fragment.item.selection_set[..];
+            // Like graphql-js, a spread of a repeated name (itself an error) enters the last
+            // definition, but each definition's walk starts from its own selections.
+            walk.fragments.insert(name, selection_set);
+            definitions.push((name, selection_set));
         }
     }
-    for name in order {
-        walk.explore(name);
+    for (name, selection_set) in definitions {
+        walk.explore(name, selection_set);
     }
     walk.errors
 }
@@ -101,9 +106,9 @@ struct Walk<'a, 'd> {
     errors: Vec<RuleError>,
 }
 
-impl<'a> Walk<'a, '_> {
-    fn explore(&mut self, start: &'a str) {
-        let mut stack: Vec<Frame<'a>> = self.enter(start).into_iter().collect();
+impl<'a, 'd> Walk<'a, 'd> {
+    fn explore(&mut self, start: &'a str, selection_set: &'d [Selection<'a, DefaultScalarValue>]) {
+        let mut stack: Vec<Frame<'a>> = self.enter_set(start, selection_set).into_iter().collect();
         while let Some(frame) = stack.last_mut() {
             let Some(&spread) = frame.spreads.get(frame.next) else {
                 self.on_path.remove(frame.name);
@@ -133,6 +138,15 @@ impl<'a> Walk<'a, '_> {
     /// explored before, spreads nothing, or does not exist (KnownFragmentNames' error).
     fn enter(&mut self, name: &'a str) -> Option<Frame<'a>> {
         let selection_set = *self.fragments.get(name)?;
+        self.enter_set(name, selection_set)
+    }
+
+    /// Starts exploring the fragment `name` whose selections are `selection_set`.
+    fn enter_set(
+        &mut self,
+        name: &'a str,
+        selection_set: &'d [Selection<'a, DefaultScalarValue>],
+    ) -> Option<Frame<'a>> {
         if !self.visited.insert(name) {
             return None;
         }
@@ -226,6 +240,20 @@ mod tests {
         );
         assert!(
             cycles("fragment A on Creature { ...B ...B } fragment B on Creature { id }").is_empty()
+        );
+    }
+
+    #[test]
+    fn a_repeated_name_is_walked_from_its_first_definition() {
+        // graphql-js starts from each definition's own selections (the second `A` is
+        // skipped as visited), while a spread enters the last `A`: the first `A` spreads
+        // itself. juniper reported it; the rewording once lost it (cargo fuzz, gql_query).
+        assert_eq!(
+            cycles(
+                "fragment A on Creature { evolutions { ...A } } \
+                 fragment A on Creature { id }"
+            ),
+            [r#"Cannot spread fragment "A" within itself."#]
         );
     }
 

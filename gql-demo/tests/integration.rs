@@ -402,6 +402,51 @@ fn fragment_cycles_name_the_whole_cycle() {
     assert_eq!(nested.json()["errors"].as_array().unwrap().len(), 1);
 }
 
+/// What graphql-js's `validate` answers for fragments that share a name (checked with the
+/// graphql-js of `servers/gql/tests/js`): each definition is walked from its own selections,
+/// and a spread enters the last definition.
+#[test]
+fn fragments_that_share_a_name_have_graphql_js_cycles() {
+    let demo = Demo::builtin();
+    let messages = |query: &str| -> Vec<String> {
+        let reply = run(&demo, query);
+        assert_eq!(reply.status, Status::BadRequest, "{}", reply.body);
+        reply.json()["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["message"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The first `A` spreads itself: a cycle, beside the repeated name.
+    let first = messages(
+        "{ creatures { ...A } } fragment A on Creature { evolutions { ...A } } \
+         fragment A on Creature { id }",
+    );
+    assert!(
+        first.contains(&r#"Cannot spread fragment "A" within itself."#.to_owned()),
+        "{first:?}"
+    );
+    // The first `A` spreads nothing, and the second is not walked again: no cycle, and
+    // no juniper wording of one.
+    let second = messages(
+        "{ creatures { ...A } } fragment A on Creature { id } \
+         fragment A on Creature { evolutions { ...A } }",
+    );
+    assert!(
+        second
+            .iter()
+            .all(|m| !m.starts_with("Cannot spread fragment")),
+        "{second:?}"
+    );
+    assert!(
+        second
+            .iter()
+            .any(|m| m.contains("only be one fragment named")),
+        "{second:?}"
+    );
+}
+
 #[test]
 fn fragment_cycles_are_each_reported_beside_other_errors() {
     let demo = Demo::builtin();
