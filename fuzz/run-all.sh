@@ -25,7 +25,10 @@ for t in "${targets[@]}"; do
     else
         failed=1
         printf '%-24s FAIL\n' "$t"
-        grep -m1 -A3 -E 'panicked|ERROR: libFuzzer|error(\[|:)' "$log" | sed 's/^/    /'
+        # The panic and its message, else libFuzzer's own verdict, else cargo's error.
+        { grep -m1 -A1 'panicked at' "$log" ||
+            grep -m1 -E 'ERROR: libFuzzer|SUMMARY: libFuzzer' "$log" ||
+            grep -m1 -A3 '^error' "$log"; } | sed 's/^/    /'
     fi
 done
 exit "$failed"

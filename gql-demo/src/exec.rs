@@ -7,7 +7,7 @@ use juniper::{GraphQLError, InputValue, OperationType, ValidatedOperation, parse
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use crate::{Demo, Error, cycles};
+use crate::{Demo, Error, cycles, defaults};
 
 /// Document limits, checked while parsing, before validation or execution.
 ///
@@ -281,15 +281,24 @@ impl Demo {
             Ok(v) => v,
             Err(e) => return Reply::error(Status::BadRequest, e.to_string()),
         };
-        let operation =
-            match ValidatedOperation::new(query, request.operation_name.as_deref(), &self.schema) {
-                Ok(operation) => operation,
-                Err(GraphQLError::ValidationError(errors)) => {
-                    let errors = cycles::reword(errors, query, &self.schema);
-                    return self.rejected(&GraphQLError::ValidationError(errors));
-                }
-                Err(e) => return self.rejected(&e),
-            };
+        let blanked = defaults::blank_unknown_defaults(query, &self.schema);
+        let validated = blanked.as_deref().unwrap_or(query);
+        let operation = match ValidatedOperation::new(
+            validated,
+            request.operation_name.as_deref(),
+            &self.schema,
+        ) {
+            // Blanked text always has an unknown type, so it never gets here.
+            Ok(operation) if blanked.is_none() => operation,
+            Ok(_) => {
+                return Reply::error(Status::BadRequest, "a variable's type is unknown");
+            }
+            Err(GraphQLError::ValidationError(errors)) => {
+                let errors = cycles::reword(errors, validated, &self.schema);
+                return self.rejected(&GraphQLError::ValidationError(errors));
+            }
+            Err(e) => return self.rejected(&e),
+        };
         // The schema has no subscription root, so juniper's validation skips the fields of a
         // subscription and would only refuse it at execution, in juniper's words. The message
         // is graphql-http's, checked, as there, after validation and before the GET rule.

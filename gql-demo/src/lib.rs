@@ -24,6 +24,7 @@
 
 mod cycles;
 mod data;
+mod defaults;
 mod exec;
 pub mod fuzz;
 mod messages;

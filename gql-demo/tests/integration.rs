@@ -679,3 +679,27 @@ fn fuzz_corpus_replays_without_panics() {
     }
     assert!(count >= 10, "corpus has {count} files");
 }
+
+/// juniper's validation panicked ("Type not found in schema") on a variable with a default
+/// value whose type the schema lacks (cargo fuzz, gql_query); it is an unknown type, at
+/// the type's place, beside the document's other errors.
+#[test]
+fn a_default_value_for_a_variable_of_an_unknown_type_is_an_error() {
+    let demo = Demo::builtin();
+    let reply = run(
+        &demo,
+        "query($id: ID, $name: Nope = \"x\", $n: [Nada!] = [1]) {\n  creature(id: $id, name: $name) { nope }\n}",
+    );
+    assert_eq!(reply.status, Status::BadRequest, "{}", reply.body);
+    let body = reply.json();
+    let errors = body["errors"].as_array().unwrap();
+    let find = |m: &str| errors.iter().find(|e| e["message"] == m);
+    let nope = find(r#"Unknown type "Nope""#).unwrap_or_else(|| panic!("{}", reply.body));
+    assert_eq!(locations(nope), [(1, 23)]);
+    assert!(find(r#"Unknown type "Nada""#).is_some(), "{}", reply.body);
+    assert!(
+        find(r#"Unknown field "nope" on type "Creature""#).is_some(),
+        "{}",
+        reply.body
+    );
+}
