@@ -47,6 +47,19 @@ fn a_bad_setting_names_the_variable_and_value() {
 }
 
 #[test]
+fn a_zero_flush_interval_stops_startup_instead_of_spinning() {
+    let (code, err) = run_to_exit(
+        &[("USE_STATSD", "true"), ("STATS_FLUSH_INTERVAL", "0")],
+        &[("a.yaml", OK_RULES)],
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("STATS_FLUSH_INTERVAL") && err.contains("a duration above 0"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_mapper_label_prometheus_cannot_read_stops_startup() {
     let dir = temp_dir("mapper");
     let mapper = dir.join("mapper.yaml");

@@ -91,6 +91,21 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
                 .ok_or_else(|| self.err(name, &v, "a duration such as 10s, 150us or 1h30m")),
         }
     }
+
+    /// A duration that paces a loop (a flush, a retry): zero would spin it, so zero is
+    /// refused, where upstream's Go ticker would panic or its retry loop would spin.
+    pub(super) fn interval(
+        &self,
+        name: &str,
+        default: Duration,
+    ) -> Result<Duration, SettingsError> {
+        let d = self.duration(name, default)?;
+        if d.is_zero() {
+            let v = self.raw(name).unwrap_or_default();
+            return Err(self.err(name, &v, "a duration above 0, such as 10s"));
+        }
+        Ok(d)
+    }
 }
 
 /// Parses Go's `time.ParseDuration` syntax (`300ms`, `1.5h`, `2h45m`, `0`); negative

@@ -311,8 +311,8 @@ impl Settings {
             None
         };
         let redis_startup = StartupBackoff {
-            initial: env.duration("REDIS_STARTUP_INITIAL_INTERVAL", Duration::from_secs(1))?,
-            max: env.duration("REDIS_STARTUP_MAX_INTERVAL", Duration::from_secs(30))?,
+            initial: env.interval("REDIS_STARTUP_INITIAL_INTERVAL", Duration::from_secs(1))?,
+            max: env.interval("REDIS_STARTUP_MAX_INTERVAL", Duration::from_secs(30))?,
             max_elapsed: env.duration("REDIS_STARTUP_MAX_ELAPSED_TIME", Duration::ZERO)?,
         };
         let memcache = memcache_settings(&env, backend_type)?;
@@ -404,7 +404,7 @@ impl Settings {
             memcache,
             warnings,
             stats_sink,
-            stats_flush_interval: env.duration("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
+            stats_flush_interval: env.interval("STATS_FLUSH_INTERVAL", Duration::from_secs(10))?,
             extra_tags,
             tracing: tracing_settings(&env)?,
             // Rule delivery.
@@ -413,7 +413,7 @@ impl Settings {
             xds_node_id: env.string("CONFIG_GRPC_XDS_NODE_ID", "default"),
             xds_node_metadata: env.pairs("CONFIG_GRPC_XDS_NODE_METADATA", '=')?,
             xds_server_url: env.string("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"),
-            xds_connect_retry_interval: env.duration(
+            xds_connect_retry_interval: env.interval(
                 "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
                 Duration::from_secs(3),
             )?,
@@ -423,7 +423,7 @@ impl Settings {
             xds_client_tls_key: env.string("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""),
             xds_server_tls_cacert: env.string("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""),
             xds_server_tls_san: env.string("CONFIG_GRPC_XDS_SERVER_TLS_SAN", ""),
-            xds_backoff_initial: env.duration(
+            xds_backoff_initial: env.interval(
                 "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
                 Duration::from_secs(10),
             )?,

@@ -84,6 +84,31 @@ fn xds_settings() {
 }
 
 #[test]
+fn intervals_that_pace_a_loop_refuse_zero() {
+    for name in [
+        "STATS_FLUSH_INTERVAL",
+        "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+        "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+        "REDIS_STARTUP_INITIAL_INTERVAL",
+        "REDIS_STARTUP_MAX_INTERVAL",
+    ] {
+        for zero in ["0", "0s", "0.0h"] {
+            let e = with(&[(name, zero)]).unwrap_err();
+            assert_eq!((e.name.as_str(), e.value.as_str()), (name, zero));
+            assert!(e.to_string().contains("a duration above 0"), "{e}");
+        }
+        assert!(with(&[(name, "1ms")]).is_ok(), "{name}");
+    }
+    // Zero keeps its meaning where it has one: polling off, no time limit.
+    let s = with(&[
+        ("RUNTIME_POLL_INTERVAL", "0"),
+        ("REDIS_STARTUP_MAX_ELAPSED_TIME", "0"),
+    ])
+    .unwrap();
+    assert!(s.runtime_poll_interval.is_zero());
+}
+
+#[test]
 fn go_durations() {
     assert_eq!(parse_go_duration("150us"), Some(Duration::from_micros(150)));
     assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
