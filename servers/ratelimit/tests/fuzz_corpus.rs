@@ -1,6 +1,6 @@
 //! Replays the committed `ratelimit_proto`, `rls_answer`, `ratelimit_b3`,
-//! `prometheus_render` and `xds_resource` cargo-fuzz corpora on stable: the same checks
-//! the fuzz targets run.
+//! `prometheus_render`, `xds_resource` and `ratelimit_settings` cargo-fuzz corpora on
+//! stable: the same checks the fuzz targets run.
 
 use prost::Message;
 use ratelimit_server::convert::request_to_pb;
@@ -20,6 +20,9 @@ mod prometheus_harness;
 
 #[path = "../../../fuzz/harness/xds_resource.rs"]
 mod xds_harness;
+
+#[path = "../../../fuzz/harness/ratelimit_settings.rs"]
+mod settings_harness;
 
 #[test]
 fn answer_corpus_is_encoded_by_hand_as_prost_encodes_it() {
@@ -101,4 +104,11 @@ fn xds_corpus_compiles_or_is_refused() {
         compiled > 0 && compiled < seen,
         "{compiled} of {seen} compiled"
     );
+}
+
+#[test]
+fn settings_corpus_reads_or_names_the_variable() {
+    let (seen, read) = replay("ratelimit_settings", settings_harness::run);
+    // Seeds with environments that read and ones refused.
+    assert!(read > 0 && read < seen, "{read} of {seen} read");
 }
