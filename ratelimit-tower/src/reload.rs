@@ -33,13 +33,34 @@ pub fn read_files(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LoadError>
     paths
         .iter()
         .map(|p| {
-            let text = std::fs::read_to_string(p).map_err(|source| LoadError::Read {
+            let text = read_bounded(p).map_err(|source| LoadError::Read {
                 path: p.clone(),
                 source,
             })?;
             Ok((p.display().to_string(), text))
         })
         .collect()
+}
+
+/// Reads a rule file when it is a regular file the loader could accept: a FIFO would block
+/// the watcher's runtime thread, and a device or a huge file would fill the memory.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let max = ratelimit_core::Limits::DEFAULT.max_bytes as u64;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than the {max} bytes a rule file may have"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "not valid UTF-8"))
 }
 
 /// Loads `paths` into `limiter`, replacing its rules; on error they stay.
@@ -92,4 +113,41 @@ where
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads `path` on its own thread, so that a read that blocks fails the test instead of
+    /// hanging it.
+    fn read_within_seconds(path: PathBuf) -> Result<Vec<(String, String)>, LoadError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_files(&[path]));
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the read should not block")
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("rl-tower-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("rules.yaml");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        for path in [fifo, PathBuf::from("/dev/zero")] {
+            let err = read_within_seconds(path.clone()).unwrap_err();
+            assert!(err.to_string().ends_with("not a regular file"), "{err}");
+        }
+        let ok = dir.join("ok.yaml");
+        std::fs::write(&ok, "domain: d\n").unwrap();
+        assert_eq!(read_within_seconds(ok).unwrap()[0].1, "domain: d\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -52,6 +52,28 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
 }
 
+/// The largest creature data file read: far above any demo data set, far below a
+/// machine's memory.
+const MAX_DATA_BYTES: u64 = 64 << 20;
+
+/// Reads the data file when it is a regular file within [`MAX_DATA_BYTES`]: a FIFO would
+/// stall the start and a device could fill the memory.
+fn read_data_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_owned());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_DATA_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_DATA_BYTES {
+        return Err(format!("larger than the {MAX_DATA_BYTES} bytes allowed"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_owned())
+}
+
 /// Everything a request handler reads: built once, shared by all connections.
 #[derive(Debug)]
 pub struct App {
@@ -69,9 +91,9 @@ impl App {
             None => Dataset::builtin(),
             Some(path) => {
                 let shown = path.display().to_string();
-                let text = std::fs::read_to_string(path).map_err(|e| ServerError::Data {
+                let text = read_data_file(path).map_err(|e| ServerError::Data {
                     path: shown.clone(),
-                    source: Box::new(e),
+                    source: e.into(),
                 })?;
                 Dataset::from_json(&text).map_err(|e| ServerError::Data {
                     path: shown,

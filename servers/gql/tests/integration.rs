@@ -586,6 +586,35 @@ async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
 }
 
 #[tokio::test]
+async fn a_data_path_that_is_no_regular_file_is_refused_instead_of_read() {
+    let dir = std::env::temp_dir().join(format!("gql-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("data.json");
+    let _ = std::fs::remove_file(&fifo);
+    // Nobody writes to it: reading it would wait for ever.
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for data in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let run = tokio::process::Command::new(BIN)
+            .env("GQL_DATA", data)
+            .env("PORT", "0")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .unwrap_or_else(|_| panic!("GQL_DATA={data}: the server should have exited"))
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{data}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not a regular file"), "{data}: {err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
 async fn the_binary_reports_bad_settings_and_prints_the_schema() {
     let out = tokio::process::Command::new(BIN)
         .arg("--port")

@@ -1,11 +1,10 @@
 //! Reading rule files from the runtime directory.
 
-use std::io::Read;
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use ratelimit_core::Limits;
 
+use crate::bounded_file;
 use crate::settings::Settings;
 
 /// Why the rule files could not be read.
@@ -76,56 +75,9 @@ fn runtime_key_prefix(settings: &Settings) -> String {
 }
 
 /// Reads one rule file, following symlinks; `None` when nothing is there any more. Only a
-/// regular file no larger than the loader accepts is opened (opening a FIFO would wait for
-/// a writer).
+/// regular file no larger than the loader accepts is read.
 pub fn read_rule_file(path: &Path) -> Result<Option<String>, String> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return match std::fs::symlink_metadata(path) {
-                Ok(_) => Err("dangling symlink (its target does not exist)".to_owned()),
-                Err(_) => Ok(None),
-            };
-        }
-        Err(e) => return Err(e.to_string()),
-    };
-    if !meta.is_file() {
-        return Err(format!("not a regular file ({})", kind(&meta.file_type())));
-    }
-    let max = Limits::DEFAULT.max_bytes as u64;
-    if meta.len() > max {
-        return Err(format!(
-            "the file is {} bytes, more than the {max} allowed",
-            meta.len()
-        ));
-    }
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // A file grown since is cut one byte past the bound, which the loader then refuses.
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| "not valid UTF-8".to_owned())
-}
-
-fn kind(t: &std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else {
-        "an unknown kind"
-    }
+    bounded_file::read(path, Limits::DEFAULT.max_bytes as u64)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod bounded_file;
 pub mod checkconfig;
 pub mod conn;
 pub mod convert;

@@ -89,6 +89,32 @@ fn a_mapper_label_prometheus_cannot_read_stops_startup() {
 }
 
 #[test]
+fn a_mapper_path_that_is_no_regular_file_stops_startup_instead_of_waiting() {
+    let dir = temp_dir("mapper-fifo");
+    let fifo = dir.join("mapper.yaml");
+    // A FIFO nobody writes to: opening it to read would wait for ever.
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (code, err) = run_to_exit(
+        &[
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_ADDR", "127.0.0.1:0"),
+            ("PROMETHEUS_MAPPER_YAML", fifo.to_str().unwrap()),
+        ],
+        &[("a.yaml", OK_RULES)],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("PROMETHEUS_MAPPER_YAML") && err.contains("not a regular file (a FIFO)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_unreachable_store_stops_startup_after_the_backoff() {
     let port = test_support::net::free_port();
     let url = format!("127.0.0.1:{port}");

@@ -2,7 +2,7 @@
 //! the ports' connection handling and tracing.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ratelimit_backends::memcached::{self, MemcachedSettings, MemcachedTls};
@@ -10,6 +10,9 @@ use ratelimit_backends::redis::{OnEmpty, RedisKind, RedisSettings, RedisTls, Soc
 
 use super::env::Env;
 use super::{BackendType, SettingsError, StatsSink};
+
+/// The largest mapper file read: the bound of a rule file.
+const MAPPER_MAX_BYTES: u64 = ratelimit_core::Limits::DEFAULT.max_bytes as u64;
 
 pub(super) fn redis_settings<F: Fn(&str) -> Option<String>>(
     env: &Env<F>,
@@ -167,7 +170,9 @@ pub(super) fn stats_sink<F: Fn(&str) -> Option<String>>(
         let mappings = if mapper.is_empty() {
             prometheus::default_mappings()
         } else {
-            let text = std::fs::read_to_string(&mapper).map_err(|e| {
+            let read = crate::bounded_file::read(Path::new(&mapper), MAPPER_MAX_BYTES)
+                .and_then(|text| text.ok_or_else(|| "no such file".to_owned()));
+            let text = read.map_err(|e| {
                 env.err(
                     "PROMETHEUS_MAPPER_YAML",
                     &mapper,
