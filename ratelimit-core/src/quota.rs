@@ -138,6 +138,23 @@ pub struct QuotaSettings {
     pub max_buckets_per_stream: usize,
     /// Buckets tracked for all streams together, the bound on the engine's memory.
     pub max_buckets: usize,
+    /// Bytes of bucket ids kept for all streams together, as [`bucket_id_bytes`] counts
+    /// them: a tracked bucket's id and the budget it draws on (its own id again, or its
+    /// `share_threshold` rule's pattern), and the id once more for each subscription to
+    /// it. Reports of further buckets are answered with abandons, as over the counts: the
+    /// counts alone leave memory to the length of the ids, which Envoy takes from request
+    /// headers.
+    pub max_bucket_bytes: usize,
+}
+
+/// What keeping one copy of a bucket id costs, as [`QuotaSettings::max_bucket_bytes`]
+/// counts it: its names' and values' bytes, plus 64 for each entry's two strings and
+/// its place in the map.
+pub fn bucket_id_bytes(bucket: &BucketId) -> usize {
+    bucket
+        .iter()
+        .map(|(name, value)| name.len() + value.len() + 64)
+        .sum()
 }
 
 impl Default for QuotaSettings {
@@ -152,6 +169,7 @@ impl Default for QuotaSettings {
             change_permille: 200,
             max_buckets_per_stream: 10_000,
             max_buckets: 100_000,
+            max_bucket_bytes: 64 << 20,
         }
     }
 }

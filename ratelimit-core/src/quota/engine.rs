@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::share;
 use super::{
-    Action, BucketId, Peers, Policy, QuotaSettings, Strategy, StreamId, Usage, policy, rule_stats,
+    Action, BucketId, Peers, Policy, QuotaSettings, Strategy, StreamId, Usage, bucket_id_bytes,
+    policy, rule_stats,
 };
 use crate::rules::RuleSet;
 use crate::stats::{RuleStats, StatDelta};
@@ -31,6 +32,9 @@ pub struct QuotaEngine {
     fresh: BTreeSet<(String, BucketId)>,
     /// Buckets reported beyond the caps, to be abandoned on the stream that reported them.
     refused: BTreeMap<StreamId, BTreeSet<BucketId>>,
+    /// [`bucket_id_bytes`] of every tracked bucket and every subscription, held to
+    /// [`QuotaSettings::max_bucket_bytes`].
+    id_bytes: usize,
 }
 
 /// Reports kept per subscription for its demand: Envoy sends one per bucket every 5 s,
@@ -98,6 +102,7 @@ impl QuotaEngine {
             buckets: BTreeMap::new(),
             fresh: BTreeSet::new(),
             refused: BTreeMap::new(),
+            id_bytes: 0,
         }
     }
 
@@ -112,7 +117,9 @@ impl QuotaEngine {
         self.rules = rules;
         for ((domain, bucket), b) in &mut self.buckets {
             b.policy = policy(&self.rules, domain, bucket, self.settings.no_match);
-            b.pool = pool_of(&self.rules, domain, bucket);
+            let pool = pool_of(&self.rules, domain, bucket);
+            self.id_bytes = freed(self.id_bytes, &b.pool) + bucket_id_bytes(&pool);
+            b.pool = pool;
         }
         for st in self.streams.values_mut() {
             for (bucket, sub) in &mut st.subs {
@@ -145,6 +152,7 @@ impl QuotaEngine {
         };
         let ttl_ms = self.settings.assignment_ttl_secs * 1000;
         for (bucket, sub) in st.subs {
+            self.id_bytes = freed(self.id_bytes, &bucket);
             let key = (st.domain.clone(), bucket);
             let Some(b) = self.buckets.get_mut(&key) else {
                 continue;
@@ -162,10 +170,10 @@ impl QuotaEngine {
 
     /// A stream's usage reports. A bucket's first report subscribes the stream to it,
     /// unless the stream or the engine is at its cap of buckets
-    /// ([`QuotaSettings::max_buckets_per_stream`], [`QuotaSettings::max_buckets`]): such a
-    /// bucket is abandoned at the next tick, and Envoy's filter falls back to its
-    /// `no_assignment_behavior` for it. Reports on a stream that is not connected are
-    /// ignored.
+    /// ([`QuotaSettings::max_buckets_per_stream`], [`QuotaSettings::max_buckets`]) or of
+    /// their ids' bytes ([`QuotaSettings::max_bucket_bytes`]): such a bucket is abandoned
+    /// at the next tick, and Envoy's filter falls back to its `no_assignment_behavior`
+    /// for it. Reports on a stream that is not connected are ignored.
     pub fn report(&mut self, stream: StreamId, usages: &[Usage], now_ms: u64) {
         let Some(st) = self.streams.get_mut(&stream) else {
             return;
@@ -175,8 +183,16 @@ impl QuotaEngine {
             if !st.subs.contains_key(&u.bucket) {
                 let key = (st.domain.clone(), u.bucket.clone());
                 let known = self.buckets.contains_key(&key);
+                // The subscription's copy of the id; for a new bucket also the table's key
+                // and the budget it draws on.
+                let pool = (!known).then(|| pool_of(&self.rules, &st.domain, &u.bucket));
+                let cost = bucket_id_bytes(&u.bucket)
+                    + pool
+                        .as_ref()
+                        .map_or(0, |pool| bucket_id_bytes(&u.bucket) + bucket_id_bytes(pool));
                 if st.subs.len() >= self.settings.max_buckets_per_stream
                     || (!known && self.buckets.len() >= self.settings.max_buckets)
+                    || self.id_bytes.saturating_add(cost) > self.settings.max_bucket_bytes
                 {
                     self.refused
                         .entry(stream)
@@ -186,11 +202,12 @@ impl QuotaEngine {
                 }
                 let b = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
                     policy: policy(&self.rules, &st.domain, &u.bucket, self.settings.no_match),
-                    pool: pool_of(&self.rules, &st.domain, &u.bucket),
+                    pool: pool.unwrap_or_else(|| pool_of(&self.rules, &st.domain, &u.bucket)),
                     subscribers: BTreeSet::new(),
                     held: Vec::new(),
                 });
                 self.fresh.insert(key);
+                self.id_bytes += cost;
                 b.subscribers.insert(stream);
                 if st.client.is_some() {
                     b.held.retain(|h| h.client != st.client);
@@ -327,6 +344,7 @@ impl QuotaEngine {
                 .collect();
             for bucket in idle {
                 st.subs.remove(&bucket);
+                self.id_bytes = freed(self.id_bytes, &bucket);
                 if let Some(b) = self.buckets.get_mut(&(st.domain.clone(), bucket.clone())) {
                     b.subscribers.remove(&id);
                 }
@@ -360,12 +378,41 @@ impl QuotaEngine {
             .map(|b| b.policy)
     }
 
+    /// The bytes of bucket ids kept, as [`QuotaSettings::max_bucket_bytes`] counts them.
+    pub fn bucket_id_bytes(&self) -> usize {
+        self.id_bytes
+    }
+
+    /// [`QuotaEngine::bucket_id_bytes`] counted afresh from the tables, for the tests to
+    /// hold the running count to.
+    #[cfg(test)]
+    pub(crate) fn bucket_id_bytes_recounted(&self) -> usize {
+        let table: usize = (self.buckets.iter())
+            .map(|((_, id), b)| bucket_id_bytes(id) + bucket_id_bytes(&b.pool))
+            .sum();
+        let subs: usize = (self.streams.values())
+            .flat_map(|st| st.subs.keys())
+            .map(bucket_id_bytes)
+            .sum();
+        table + subs
+    }
+
     /// Whether a stream is subscribed to a bucket.
     pub fn subscribed(&self, stream: StreamId, bucket: &BucketId) -> bool {
         self.streams
             .get(&stream)
             .is_some_and(|st| st.subs.contains_key(bucket))
     }
+}
+
+/// `total` once a copy of `bucket` is gone.
+fn freed(total: usize, bucket: &BucketId) -> usize {
+    let cost = bucket_id_bytes(bucket);
+    debug_assert!(
+        total >= cost,
+        "bucket id bytes counted {total}, freeing {cost}"
+    );
+    total.saturating_sub(cost)
 }
 
 /// Whether the sent token bucket stays instead of `new`: it fits the new share, and `new`

@@ -148,3 +148,21 @@ async fn a_hundred_thousand_buckets_are_capped_and_the_rest_abandoned() {
     eprintln!("RSS {before} kB -> {after} kB for 10,001 buckets after 200,000 reports");
     assert!(after < before + 64 * 1024, "RSS {before} kB -> {after} kB");
 }
+
+#[tokio::test]
+async fn long_bucket_ids_are_held_to_a_byte_budget() {
+    // 10,000 bytes a copy as the budget counts them (the name, its value, 64 for the
+    // entry); a new bucket keeps three copies, so 100,000 bytes hold three buckets.
+    let srv = start(&[("q.yaml", RULES)], &[("RLQS_MAX_BUCKET_BYTES", "100000")]);
+    let long = |i: usize| format!("{i:02}{}", "x".repeat(9930));
+    let usages = (0..20).map(|i| usage(&long(i), 1)).collect();
+    let mut flood = open(&srv.grpc, "q", usages).await;
+    let answered = next(&mut flood).await;
+    assert_eq!(answered.len(), 20);
+    for i in 0..20 {
+        let assigned = answered[&long(i)].is_some();
+        assert_eq!(assigned, i < 3, "bucket {i}: assigned {assigned}");
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(stat(&srv, "ratelimit_server.RLQS.buckets"), 3);
+}

@@ -25,9 +25,14 @@ impl QuotaEngine {
         only: Option<&BTreeSet<(String, BucketId)>>,
     ) -> Vec<Desired> {
         if only.is_none() {
-            self.buckets.retain(|_, b| {
+            let id_bytes = &mut self.id_bytes;
+            self.buckets.retain(|(_, bucket), b| {
                 b.held.retain(|h| h.until_ms > now_ms);
-                !b.subscribers.is_empty() || !b.held.is_empty()
+                let keep = !b.subscribers.is_empty() || !b.held.is_empty();
+                if !keep {
+                    *id_bytes = super::freed(super::freed(*id_bytes, bucket), &b.pool);
+                }
+                keep
             });
         }
         // The budgets to decide, by domain, so that a bucket is checked without copies.

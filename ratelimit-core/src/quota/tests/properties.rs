@@ -98,7 +98,15 @@ fn run(ops: Vec<Op>, check_floor: bool) -> Result<(), TestCaseError> {
             e.tick(now, &NoPeers)
         };
         check(&e, &settings, &mut m, &out, now, check_floor)?;
+        prop_assert_eq!(e.bucket_id_bytes(), e.bucket_id_bytes_recounted());
     }
+    // Once every stream is gone and its shares expired, nothing is held.
+    for s in 0..5 {
+        e.disconnect(s);
+    }
+    e.tick(now + (settings.assignment_ttl_secs + 1) * 1000, &NoPeers);
+    prop_assert_eq!(e.bucket_count(), 0);
+    prop_assert_eq!(e.bucket_id_bytes(), 0);
     Ok(())
 }
 

@@ -48,6 +48,41 @@ fn buckets_beyond_the_caps_are_abandoned_and_not_tracked() {
 }
 
 #[test]
+fn bucket_ids_beyond_the_byte_budget_are_abandoned_and_their_bytes_given_back() {
+    let long = |i: usize| bucket(&[("name", &format!("{i}{}", "x".repeat(931)))]);
+    // 1,000 bytes a copy: room for two new buckets (three copies each: the table's key,
+    // the budget it draws on, the subscription) and one more subscription to a known one.
+    assert_eq!(bucket_id_bytes(&long(1)), 1000);
+    let settings = QuotaSettings {
+        max_bucket_bytes: 7000,
+        ..QuotaSettings::default()
+    };
+    let mut e = QuotaEngine::new(rules(), settings);
+    e.connect(1, "d", None);
+    let reports: Vec<Usage> = (0..4).map(|i| usage(&long(i), 1, 0)).collect();
+    e.report(1, &reports, 0);
+    let out = e.tick_fresh(0, &NoPeers);
+    let abandoned: Vec<&BucketId> = (out[0].1.iter())
+        .filter(|a| matches!(a, Action::Abandon { .. }))
+        .map(Action::bucket)
+        .collect();
+    assert_eq!(abandoned, vec![&long(2), &long(3)]);
+    assert_eq!(e.bucket_id_bytes(), 6000);
+    e.connect(2, "d", None);
+    e.report(2, &reports[..2], 0);
+    e.tick_fresh(0, &NoPeers);
+    assert!(e.subscribed(2, &long(0)) && !e.subscribed(2, &long(1)));
+    assert_eq!(e.bucket_id_bytes(), 7000);
+    // Gone streams give their bytes back, and their buckets once their shares expire.
+    e.disconnect(1);
+    e.disconnect(2);
+    assert_eq!(e.bucket_id_bytes(), 4000);
+    let after_ttl = (e.settings().assignment_ttl_secs + 1) * 1000;
+    e.tick(after_ttl, &NoPeers);
+    assert_eq!(e.bucket_id_bytes(), 0);
+}
+
+#[test]
 fn a_subscription_keeps_a_bounded_number_of_reports() {
     let mut e = QuotaEngine::new(rules(), QuotaSettings::default());
     let b = bucket(&[("name", "x")]);

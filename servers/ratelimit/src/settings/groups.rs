@@ -382,11 +382,12 @@ pub(super) fn rlqs_settings<F: Fn(&str) -> Option<String>>(
         }
         Ok(v.as_secs())
     };
-    let count = |name: &str, default: usize| -> Result<usize, SettingsError> {
-        let n: u64 = env.number(name, default as u64, "a count of buckets, at least 1")?;
+    let count = |name: &str, default: usize, of: &str| -> Result<usize, SettingsError> {
+        let expected = format!("a count of {of}, at least 1");
+        let n: u64 = env.number(name, default as u64, &expected)?;
         match usize::try_from(n) {
             Ok(n) if n >= 1 => Ok(n),
-            _ => Err(env.err(name, &n.to_string(), "a count of buckets, at least 1")),
+            _ => Err(env.err(name, &n.to_string(), &expected)),
         }
     };
     let ttl = secs("RLQS_ASSIGNMENT_TTL", d.assignment_ttl_secs, 2)?;
@@ -418,7 +419,12 @@ pub(super) fn rlqs_settings<F: Fn(&str) -> Option<String>>(
             d.change_permille,
             "a number of thousandths",
         )?,
-        max_buckets_per_stream: count("RLQS_MAX_BUCKETS_PER_STREAM", d.max_buckets_per_stream)?,
-        max_buckets: count("RLQS_MAX_BUCKETS", d.max_buckets)?,
+        max_buckets_per_stream: count(
+            "RLQS_MAX_BUCKETS_PER_STREAM",
+            d.max_buckets_per_stream,
+            "buckets",
+        )?,
+        max_buckets: count("RLQS_MAX_BUCKETS", d.max_buckets, "buckets")?,
+        max_bucket_bytes: count("RLQS_MAX_BUCKET_BYTES", d.max_bucket_bytes, "bytes")?,
     })
 }

@@ -337,6 +337,7 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
         ("RLQS_CHANGE_PERMILLE", "0"),
         ("RLQS_MAX_BUCKETS_PER_STREAM", "50"),
         ("RLQS_MAX_BUCKETS", "2000"),
+        ("RLQS_MAX_BUCKET_BYTES", "1000000"),
     ])
     .unwrap()
     .rlqs;
@@ -352,6 +353,7 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
             change_permille: 0,
             max_buckets_per_stream: 50,
             max_buckets: 2000,
+            max_bucket_bytes: 1_000_000,
         }
     );
     for (name, bad) in [
@@ -363,6 +365,7 @@ fn rlqs_settings_default_and_refuse_what_envoy_cannot_use() {
         ("RLQS_FLOOR_PERMILLE", "1001"),
         ("RLQS_MAX_BUCKETS", "0"),
         ("RLQS_MAX_BUCKETS_PER_STREAM", "many"),
+        ("RLQS_MAX_BUCKET_BYTES", "0"),
     ] {
         let e = with(&[(name, bad)]).unwrap_err();
         assert!(e.to_string().contains(name), "{e}");
