@@ -104,6 +104,12 @@ impl<S: CounterStore, C: Clock> Limiter<S, C> {
             slot,
         } = t
         else {
+            // Upstream counts a descriptor without a limit (no rule, or its rule replaced)
+            // as a quota descriptor under the global quota mode, one that passed; an
+            // unlimited one not at all.
+            if matches!(t, Target::NoLimit) && self.settings.quota_mode {
+                tally.quota_total += 1;
+            }
             return DescriptorStatus {
                 code: Code::Ok,
                 limit_remaining: if matches!(t, Target::Unlimited) {
