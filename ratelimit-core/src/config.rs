@@ -11,6 +11,7 @@ use serde_yaml::Value;
 
 use crate::prescan::{self, Limits};
 
+mod raw;
 mod reader;
 
 use reader::Reader;
@@ -222,7 +223,13 @@ pub fn parse_document_with(
         }
         err
     })?;
-    let root: Value = serde_yaml::from_str(yaml).map_err(|e| {
+    // Like yaml.v2, only the first document is read: a trailing `---` is no error.
+    let first = serde_yaml::Deserializer::from_str(yaml).next();
+    let parsed = match first {
+        Some(doc) => serde::Deserialize::deserialize(doc),
+        None => Ok(Value::Null),
+    };
+    let mut root: Value = parsed.map_err(|e: serde_yaml::Error| {
         let mut err = ConfigError::new(
             ConfigErrorKind::Load,
             name,
@@ -231,6 +238,15 @@ pub fn parse_document_with(
         );
         err.line = e.location().map(|l| l.line());
         err
+    })?;
+    // yaml.v2 applies `<<` merge keys while it decodes.
+    root.apply_merge().map_err(|e| {
+        ConfigError::new(
+            ConfigErrorKind::Load,
+            name,
+            "",
+            format!("error loading config file: {e}"),
+        )
     })?;
     match &root {
         Value::Null => {}
@@ -252,9 +268,20 @@ pub fn parse_document_with(
         ..Document::default()
     };
     if let Value::Mapping(m) = &root {
-        let r = Reader { file: name };
-        doc.domain = r.string(m, "domain", "")?;
-        doc.descriptors = r.descriptors(m, "")?;
+        let r = Reader::new(name);
+        let read = |text: Option<&raw::RawRoot>| -> Result<_, ConfigError> {
+            let domain = r.string(m, "domain", "", text.and_then(|t| t.domain.as_deref()))?;
+            let descriptors = r.descriptors(m, "", text.and_then(|t| t.descriptors.as_ref()))?;
+            Ok((domain, descriptors))
+        };
+        let (mut domain, mut descriptors) = read(None)?;
+        // A string field held a number or a boolean: read again with the text as written
+        // (parsing the mirror costs about half as much again, so only then).
+        if r.resolved_text_used() {
+            (domain, descriptors) = read(raw::read(yaml).as_ref())?;
+        }
+        doc.domain = domain;
+        doc.descriptors = descriptors;
     }
     Ok(doc)
 }
