@@ -98,6 +98,8 @@ async fn json_handler(app: Arc<App>, req: Request<Incoming>) -> Resp {
         Err(e) => return bad_request(&e.to_string()),
     };
     if let Err(e) = app.settings.request_limits.check_request(&request) {
+        // Counted as the gRPC face counts its refusals.
+        (app.limiter.stats().service_error).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return bad_request(&e.to_string());
     }
     let decision = app.limiter.should_rate_limit(&request);

@@ -279,4 +279,13 @@ async fn requests_over_the_size_limits_are_refused_naming_the_limit() {
     assert_eq!(answer.status, 400);
     let why = answer.header("x-ratelimit-error").unwrap_or_default();
     assert!(why.contains("MAX_REQUEST_DESCRIPTORS"), "{why}");
+    // Every refusal, four over gRPC and one on /json, is counted where the docs say.
+    let debug = srv.debug;
+    let stats = tokio::task::spawn_blocking(move || request(debug, "GET", "/stats", b"").text())
+        .await
+        .unwrap();
+    assert!(
+        stats.contains("ratelimit.service.call.should_rate_limit.service_error: 5\n"),
+        "{stats}"
+    );
 }
