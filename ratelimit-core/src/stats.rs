@@ -122,50 +122,39 @@ pub fn sanitize_stat_name(name: &str) -> String {
             }
         })
         .collect();
+    // Upstream's unanchored `\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`: leftmost match first,
+    // each group as long as still lets the rest match, then on after the match.
     let mut i = 0;
     while i < out.len() {
-        if let Some(len) = ipv4_len(&out[i..]) {
-            let at_boundary = i == 0 || !out[i - 1].is_ascii_digit();
-            if at_boundary {
+        match dotted_quad_len(&out[i..], 0) {
+            Some(len) => {
                 for b in &mut out[i..i + len] {
                     if *b == b'.' {
                         *b = b'_';
                     }
                 }
                 i += len;
-                continue;
             }
+            None => i += 1,
         }
-        i += 1;
     }
     // Only ASCII bytes were replaced by ASCII bytes.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Length of a dotted quad (four groups of 1-3 digits) at the start of `s`, if any.
-fn ipv4_len(s: &[u8]) -> Option<usize> {
-    let mut pos = 0;
-    for group in 0..4 {
-        let digits = s[pos..]
-            .iter()
-            .take(3)
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        if digits == 0 {
+/// Length of the match of groups `group..4` of the dotted quad pattern at the start of
+/// `s`, preferring longer groups as Go's regexp does.
+fn dotted_quad_len(s: &[u8], group: usize) -> Option<usize> {
+    let digits = s.iter().take(3).take_while(|b| b.is_ascii_digit()).count();
+    (1..=digits).rev().find_map(|n| {
+        if group == 3 {
+            return Some(n);
+        }
+        if s.get(n) != Some(&b'.') {
             return None;
         }
-        pos += digits;
-        if group < 3 {
-            if s.get(pos) != Some(&b'.') {
-                return None;
-            }
-            pos += 1;
-        }
-    }
-    if s.get(pos).is_some_and(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(pos)
+        dotted_quad_len(&s[n + 1..], group + 1).map(|rest| n + 1 + rest)
+    })
 }
 
 /// The process-wide statistics of a limiter: per-rule counters and named counters.

@@ -8,7 +8,15 @@ fn sanitizes_like_upstream() {
         "domain.remote_address_10_0_0_1"
     );
     assert_eq!(sanitize_stat_name("domain.key_1.2.3"), "domain.key_1.2.3");
-    assert_eq!(sanitize_stat_name("d.k_1.2.3.4567"), "d.k_1.2.3.4567");
+    // Upstream's regex is unanchored: any four dotted groups of up to three digits.
+    assert_eq!(sanitize_stat_name("d.k_1.2.3.4567"), "d.k_1_2_3_4567");
+    assert_eq!(sanitize_stat_name("d.dm_1234.5.6.7"), "d.dm_1234_5_6_7");
+    assert_eq!(sanitize_stat_name("d.dm_0001.2.3.4"), "d.dm_0001_2_3_4");
+    assert_eq!(sanitize_stat_name("a.1.2.3.4.5.6.7.8"), "a.1_2_3_4.5_6_7_8");
+    assert_eq!(sanitize_stat_name("a.12.3456.7.8.9"), "a.12.3456_7_8_9");
+    // (Each checked against Go's regexp, as are these two where a group gives way.)
+    assert_eq!(sanitize_stat_name("1.22.333.4444.5"), "1_22_333_4444.5");
+    assert_eq!(sanitize_stat_name("9999.1.1.1.1"), "9999_1_1_1.1");
     assert_eq!(
         sanitize_stat_name("d.k_a\nother.metric\r\t\u{7f}é"),
         "d.k_a_other.metric___é"
