@@ -13,6 +13,7 @@ use crate::prescan::{self, Limits};
 
 mod raw;
 mod reader;
+mod tree;
 
 use reader::Reader;
 
@@ -226,7 +227,7 @@ pub fn parse_document_with(
     // Like yaml.v2, only the first document is read: a trailing `---` is no error.
     let first = serde_yaml::Deserializer::from_str(yaml).next();
     let parsed = match first {
-        Some(doc) => serde::Deserialize::deserialize(doc),
+        Some(doc) => <tree::LastWins as serde::Deserialize>::deserialize(doc).map(|t| t.0),
         None => Ok(Value::Null),
     };
     let mut root: Value = parsed.map_err(|e: serde_yaml::Error| {

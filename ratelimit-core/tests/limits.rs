@@ -74,3 +74,28 @@ fn size_is_bounded() {
     let small = "domain: d\n";
     assert!(ratelimit_core::parse_document_with("small.yaml", small, &limits).is_ok());
 }
+
+#[test]
+fn an_alias_bomb_is_refused_instead_of_expanded() {
+    // Nine levels of ten aliases each: 10^9 strings if expanded.
+    let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        doc.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    doc.push_str("domain: d\n");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(ratelimit_core::parse_document("bomb.yaml", &doc).map(|_| ()));
+    });
+    let result = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("refused in time, not expanded");
+    let err = result.unwrap_err();
+    assert!(
+        err.to_string().contains("error loading config file"),
+        "{err}"
+    );
+}
