@@ -125,6 +125,8 @@ pub enum Validator {
     IsBaseQuote,
     /// An exchange code the server supports; checked when the caller supplies the list (ours).
     IsSupportedExchange,
+    /// An `http` or `https` URL with a host, such as an article's image (ours).
+    IsHttpUrl,
 }
 
 impl Validator {
@@ -151,6 +153,7 @@ impl Validator {
             Validator::IsValidCombination => "is_valid_combination",
             Validator::IsBaseQuote => "is_base_quote",
             Validator::IsSupportedExchange => "is_supported_exchange",
+            Validator::IsHttpUrl => "is_http_url",
         }
     }
 }

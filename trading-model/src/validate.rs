@@ -397,7 +397,25 @@ fn validator_error(p: &Param, value: &str, ctx: &Context<'_>) -> Option<Value> {
                 }))
             }
         }
+        Validator::IsHttpUrl => (!is_http_url(value)).then(
+            || json!({"error": format!("{name} must be an http or https URL such as https://example.com/a.png")}),
+        ),
     }
+}
+
+/// `http://` or `https://` (any case), a host, and no blanks or control characters: what
+/// a reader's browser may load as an image, and never a `javascript:` or `data:` URL.
+fn is_http_url(s: &str) -> bool {
+    let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
+    let rest = if lower.starts_with("https://") {
+        &s[8..]
+    } else if lower.starts_with("http://") {
+        &s[7..]
+    } else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    s.len() <= 2048 && !host.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 fn parse_int(s: &str) -> Option<i64> {

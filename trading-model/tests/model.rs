@@ -41,6 +41,7 @@ fn sample(p: &trading_model::Param) -> Vec<String> {
         (_, Some(Validator::IsValidPair)) => "btcusdt".into(),
         (_, Some(Validator::IsValidCombination)) => "binance-btcusdt+bitfinex-btcusd".into(),
         (_, Some(Validator::IsBaseQuote)) => "BTC/USDT".into(),
+        (_, Some(Validator::IsHttpUrl)) => "https://example.com/a.png".into(),
         (_, Some(Validator::JsMillisecondUpdate)) => "1592207324028".into(),
         _ => text("v"),
     };
@@ -296,4 +297,39 @@ fn get_ignores_the_body() {
     };
     let (_, v) = prepare(cat(), &req, &ctx()).unwrap();
     assert_eq!(v.list("code").unwrap(), ["btcusdt", "ethusdt"]);
+}
+
+#[test]
+fn article_images_must_be_http_urls() {
+    let ep = cat().get("articles/create").unwrap();
+    let with_image = |url: &str| {
+        let mut params = full_params(ep);
+        params.set("image1", url);
+        validate(ep, &params, &ctx())
+    };
+    for ok in [
+        "https://example.com/a.png",
+        "HTTP://EXAMPLE.COM",
+        "http://h?x=1#y",
+    ] {
+        assert!(with_image(ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "javascript:alert(1)",
+        "data:image/png;base64,AAAA",
+        "https://",
+        "https:///path",
+        "https://a b.com/x.png",
+        "//example.com/a.png",
+        "ftp://example.com/a.png",
+    ] {
+        let e = with_image(bad).unwrap_err();
+        assert_eq!(
+            e.missing_information,
+            vec![
+                json!({"parameter": "image1", "error": "image1 must be an http or https URL such as https://example.com/a.png"})
+            ],
+            "{bad}"
+        );
+    }
 }

@@ -340,14 +340,9 @@ async fn respond(
         Err(e) if key.is_some() => return fail(e, Some(ep)),
         other => other,
     };
-    if let Some(e) = limit.error {
-        return fail(e, Some(ep));
-    }
-    let caller = match caller {
-        Ok(c) => c,
-        Err(e) => return fail(e, Some(ep)),
-    };
-    let meta = |ep: Option<&Endpoint>| match &caller {
+    // From here on an authenticated caller's answers, refusals included, say who it is.
+    let known = caller.as_ref().ok().cloned().flatten();
+    let meta = |ep: Option<&Endpoint>| match &known {
         Some(c) => meta(ep).uid(c.user_id).auth(AuthMeta {
             rate_limit_minute: c.plan.rate_minute,
             subscription_id: c.plan.id.clone(),
@@ -358,6 +353,13 @@ async fn respond(
     let fail = |err: ApiError, ep: Option<&Endpoint>| {
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         json_response(err.status, &failure(&err, meta(ep).process_micros(micros)))
+    };
+    if let Some(e) = limit.error {
+        return fail(e, Some(ep));
+    }
+    let caller = match caller {
+        Ok(c) => c,
+        Err(e) => return fail(e, Some(ep)),
     };
     let ctx = Context {
         exchanges: Some(&app.settings.exchanges),
@@ -426,13 +428,13 @@ async fn advance(
     )
 }
 
+/// A header's text; bytes beyond visible ASCII make it unreadable (checked and refused
+/// as such), never absent, so that a malformed credential cannot pass as no credential.
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned())
         .filter(|v| !v.is_empty())
-        .map(str::to_owned)
 }
 
 async fn read_body(body: Incoming, settings: &Settings) -> Result<Bytes, ApiError> {

@@ -121,6 +121,11 @@ async fn spacing_refuses_close_calls_and_keeps_the_ban_growth() {
     assert_eq!(r.status, 429);
     let d = data(&r);
     assert_eq!(d["code"], 1507);
+    // The refusal is about a caller whose signature checked out, and says so.
+    let meta = &r.json()["meta"];
+    assert_eq!(meta["auth_success"], true, "{meta}");
+    assert_eq!(meta["subscription"]["name"], "Free", "{meta}");
+    assert!(meta["uid"].as_i64().unwrap() > 0, "{meta}");
     let next = NOW + 2000;
     assert_eq!(
         d["error"],

@@ -267,6 +267,34 @@ async fn sdk_tokens_against_the_key_store() {
     let r = get("garbage".into()).await;
     assert_eq!(r.status, 422);
     assert_eq!(r.json()["data"]["code"], 1820);
+    // Bytes beyond ASCII make a header unreadable, not absent: on a private endpoint and
+    // on a public one, which checks credentials it is sent.
+    let r = get("tökén.x.y".into()).await;
+    assert_eq!(r.json()["data"]["code"], 1820, "{}", r.text());
+    for path in [
+        "/api/v2/subscriptions/details",
+        "/api/v2/system/information",
+    ] {
+        let r = call(
+            addr,
+            "GET",
+            path,
+            &[("Key", &k.key), ("Authorization", "tökén")],
+            b"",
+        )
+        .await;
+        assert_eq!(r.json()["data"]["code"], 1820, "{path}: {}", r.text());
+        let token = legacy_token(&k.secret, nonce(6));
+        let r = call(
+            addr,
+            "GET",
+            path,
+            &[("Key", "këy"), ("Authorization", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(r.json()["data"]["code"], 2000, "{path}: {}", r.text());
+    }
     // Forged requests did not consume nonces: the next honest one still works.
     let r = get(legacy_token(&k.secret, nonce(2))).await;
     assert_eq!(r.status, 200);

@@ -122,6 +122,7 @@ fn sample(p: &Param) -> String {
         (_, Some(Validator::IsValidPair)) => "btcusdt".into(),
         (_, Some(Validator::IsValidCombination)) => "binance-btcusdt+bitfinex-btcusd".into(),
         (_, Some(Validator::IsBaseQuote)) => "BTC/USDT".into(),
+        (_, Some(Validator::IsHttpUrl)) => "https://example.com/a.png".into(),
         (_, Some(Validator::JsMillisecondUpdate)) => "1592207324028".into(),
         (_, Some(Validator::IsSupportedExchange)) => "binance".into(),
         _ => text,
