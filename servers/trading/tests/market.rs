@@ -233,6 +233,23 @@ async fn spread_candles_are_ascending_and_price_is_ask_minus_bid() {
     )
     .await;
     refused(s, &v, "date");
+    // So is a day before the simulated history (2015-01-01), also one before 1970.
+    for date in ["2014-12-31", "1970-01-01", "1969-12-31"] {
+        let (s, v) = post(
+            m.addr(),
+            "public/fetch-spread-data",
+            &format!("{combo}&date={date}"),
+        )
+        .await;
+        refused(s, &v, "date");
+        let error = v["missing_information"][0]["error"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            error.contains("History starts at 2015-01-01"),
+            "{date}: {v}"
+        );
+    }
     let (s, v) = post(
         m.addr(),
         "public/fetch-spread-data",

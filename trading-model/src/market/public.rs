@@ -436,13 +436,21 @@ pub fn fetch_spread_data(
         .ok_or_else(|| unknown_code("combination", b))?;
     let now_s = now / 1000;
     let day = match p.date.as_deref() {
-        Some(d) => {
-            day_start_s(d).ok_or_else(|| ApiError::refused("date", "Expected YYYY-MM-DD."))?
-        }
+        // Validation passed the date's form, so a day that has no Unix time is before 1970.
+        Some(d) => day_start_s(d).unwrap_or(0),
         None => now_s - now_s % 86_400,
     };
     if day > now_s {
         return Err(ApiError::refused("date", "The date lies in the future."));
+    }
+    if day < super::ORIGIN_S {
+        return Err(ApiError::refused(
+            "date",
+            format!(
+                "History starts at 2015-01-01 ({} in Unix seconds).",
+                super::ORIGIN_S
+            ),
+        ));
     }
     let end = (day + 86_400).min(now_s + 1);
     let latest = p.latestonly.unwrap_or(false);
