@@ -34,10 +34,11 @@ pub struct OrderFacts<'a> {
     pub payload: String,
 }
 
-/// Text of a number for the string-only transaction records and files, rounded to 12
-/// decimals so float dust does not show.
+/// Text of a number for the string-only transaction records and files, rounded to 10
+/// decimals so float dust does not show: the difference of two prices near 100,000 is
+/// off by about 1e-11 (19.699999999997 for 19.7).
 pub fn text(v: f64) -> String {
-    let r = (v * 1e12).round() / 1e12;
+    let r = (v * 1e10).round() / 1e10;
     if r == r.trunc() && r.abs() < 1e15 {
         format!("{}", r as i64)
     } else {
@@ -189,6 +190,7 @@ mod tests {
     fn numbers_as_text() {
         assert_eq!(text(2.0), "2");
         assert_eq!(text(0.1 + 0.2), "0.3");
+        assert_eq!(text(43_210.5 - 43_190.8), "19.7");
         assert_eq!(text(-1.5), "-1.5");
     }
 
