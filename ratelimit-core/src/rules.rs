@@ -47,6 +47,9 @@ pub struct Rule {
     /// `stem_head` to be its key's start (a `key_value` or wildcard match may split
     /// `key_value` elsewhere).
     head_key: Box<str>,
+    /// An unlimited rule's `requests_per_unit` as written, which upstream's `/rlconfig`
+    /// shows although nothing counts against it.
+    unlimited_requests: u32,
 }
 
 /// What the path from the domain root to a rule looks like, level by level.
@@ -413,8 +416,8 @@ impl RuleSet {
         for r in self.rules.iter() {
             if r.limits.is_empty() {
                 lines.push(format!(
-                    "{}: unit=UNKNOWN requests_per_unit=0, shadow_mode: {}, quota_mode: {}\n",
-                    r.full_key, r.shadow_mode, r.quota_mode
+                    "{}: unit=UNKNOWN requests_per_unit={}, shadow_mode: {}, quota_mode: {}\n",
+                    r.full_key, r.unlimited_requests, r.shadow_mode, r.quota_mode
                 ));
             }
             for l in r.limits.iter() {

@@ -198,6 +198,10 @@ impl Compiler<'_> {
             shares,
             stem_head: format!("{}_{}_", self.doc.domain, self.root_key).into_boxed_str(),
             head_key: self.root_key.as_str().into(),
+            unlimited_requests: match limits.first() {
+                Some(l) if unlimited => l.requests_per_unit,
+                _ => 0,
+            },
         });
         self.rules.push(rule.clone());
         Ok(rule)
