@@ -9,5 +9,5 @@ mod rlqs;
 mod service;
 
 pub use engine::{Ageing, Connections, GrpcListener, conn_threads_for, serve_grpc};
-pub use rlqs::{RlqsService, action_to_pb};
+pub use rlqs::{RlqsService, action_to_pb, usages as rlqs_usages};
 pub use service::{GrpcRoutes, RlsService, routes};

@@ -1,6 +1,6 @@
 //! Replays the committed `ratelimit_proto`, `rls_answer`, `ratelimit_b3`,
-//! `prometheus_render`, `xds_resource` and `ratelimit_settings` cargo-fuzz corpora on
-//! stable: the same checks the fuzz targets run.
+//! `prometheus_render`, `xds_resource`, `ratelimit_settings` and `rlqs_reports` cargo-fuzz
+//! corpora on stable: the same checks the fuzz targets run.
 
 use prost::Message;
 use ratelimit_server::convert::request_to_pb;
@@ -23,6 +23,9 @@ mod xds_harness;
 
 #[path = "../../../fuzz/harness/ratelimit_settings.rs"]
 mod settings_harness;
+
+#[path = "../../../fuzz/harness/rlqs_reports.rs"]
+mod rlqs_harness;
 
 #[test]
 fn answer_corpus_is_encoded_by_hand_as_prost_encodes_it() {
@@ -111,4 +114,17 @@ fn settings_corpus_reads_or_names_the_variable() {
     let (seen, read) = replay("ratelimit_settings", settings_harness::run);
     // Seeds with environments that read and ones refused.
     assert!(read > 0 && read < seen, "{read} of {seen} read");
+}
+
+#[test]
+fn rlqs_corpus_holds_the_quota_engines_caps() {
+    let (seen, decoded) = replay("rlqs_reports", |bytes| {
+        // Every cut of a seed too: a stream may end anywhere.
+        for end in 0..bytes.len() {
+            rlqs_harness::run(&bytes[..end]);
+        }
+        rlqs_harness::run(bytes) > 0
+    });
+    assert!(seen >= 6, "corpus has {seen} files");
+    assert_eq!(decoded, seen, "every seed's reports still decode");
 }

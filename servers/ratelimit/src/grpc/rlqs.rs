@@ -25,7 +25,7 @@ mod peers;
 mod wire;
 
 use peers::RedisPeers;
-pub use wire::action_to_pb;
+pub use wire::{action_to_pb, usages};
 
 type Reply = Result<rlqs::RateLimitQuotaResponse, Status>;
 
