@@ -132,15 +132,8 @@ mod tests {
 
     #[test]
     fn only_regular_files_are_read() {
-        let dir = std::env::temp_dir().join(format!("rl-tower-reload-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let fifo = dir.join("rules.yaml");
-        let _ = std::fs::remove_file(&fifo);
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        let dir = test_support::net::temp_dir("rl-tower", "reload");
+        let fifo = test_support::net::fifo(&dir, "rules.yaml");
         for path in [fifo, PathBuf::from("/dev/zero")] {
             let err = read_within_seconds(path.clone()).unwrap_err();
             assert!(err.to_string().ends_with("not a regular file"), "{err}");

@@ -1,4 +1,4 @@
-//! Loopback ports, temporary directories and polling.
+//! Loopback ports, temporary directories (and FIFOs in them) and polling.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -12,6 +12,19 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A FIFO named `name` in `dir` that nobody writes to: opening it to read waits for
+/// ever, which is what a test of "only regular files are read" needs.
+pub fn fifo(dir: &std::path::Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+    path
 }
 
 /// A fresh, empty directory under the system's temporary directory, unique per process

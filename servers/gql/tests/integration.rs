@@ -4,7 +4,7 @@ mod common;
 
 use std::{net::SocketAddr, time::Duration};
 
-use common::{BIN, Binary, LIMIT, Reply, exchange, fake_assets, get_query, post_json, request};
+use common::{Binary, LIMIT, Reply, exchange, fake_assets, get_query, post_json, request};
 use gql_server::{Assets, Settings, serve};
 use serde_json::{Value, json};
 use test_support::http::parse;
@@ -583,74 +583,4 @@ async fn the_binary_serves_on_port_from_env_and_stops_on_sigterm() {
     );
     binary.stop().await;
     std::fs::remove_dir_all(dir).unwrap();
-}
-
-#[tokio::test]
-async fn a_data_path_that_is_no_regular_file_is_refused_instead_of_read() {
-    let dir = std::env::temp_dir().join(format!("gql-fifo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("data.json");
-    let _ = std::fs::remove_file(&fifo);
-    // Nobody writes to it: reading it would wait for ever.
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    for data in [fifo.to_str().unwrap(), "/dev/zero"] {
-        let run = tokio::process::Command::new(BIN)
-            .env("GQL_DATA", data)
-            .env("PORT", "0")
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(Duration::from_secs(20), run)
-            .await
-            .unwrap_or_else(|_| panic!("GQL_DATA={data}: the server should have exited"))
-            .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{data}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("not a regular file"), "{data}: {err}");
-    }
-    std::fs::remove_dir_all(dir).unwrap();
-}
-
-#[tokio::test]
-async fn the_binary_reports_bad_settings_and_prints_the_schema() {
-    let out = tokio::process::Command::new(BIN)
-        .arg("--port")
-        .arg("nope")
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--port must be a whole number"));
-
-    let out = tokio::process::Command::new(BIN)
-        .env("GQL_DATA", "/nonexistent/x.json")
-        .env("PORT", "0")
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.json"));
-    assert!(out.stdout.is_empty(), "no address announced");
-
-    let out = tokio::process::Command::new(BIN)
-        .arg("--print-schema")
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success());
-    let sdl = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        sdl.contains("creature(id: ID, name: String): Creature"),
-        "{sdl}"
-    );
-
-    let out = tokio::process::Command::new(BIN)
-        .arg("--help")
-        .output()
-        .await
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("GQL_ASSETS_DIR"));
 }

@@ -91,13 +91,7 @@ fn a_mapper_label_prometheus_cannot_read_stops_startup() {
 #[test]
 fn a_mapper_path_that_is_no_regular_file_stops_startup_instead_of_waiting() {
     let dir = temp_dir("mapper-fifo");
-    let fifo = dir.join("mapper.yaml");
-    // A FIFO nobody writes to: opening it to read would wait for ever.
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let fifo = test_support::net::fifo(&dir, "mapper.yaml");
     let (code, err) = run_to_exit(
         &[
             ("USE_PROMETHEUS", "true"),
